@@ -1,0 +1,396 @@
+//! `nmem-bench`: prints the figures behind nmem's budgets (DESIGN.md §6), each next to a
+//! reference measured in the same run. Nothing here asserts a time: it reports.
+//!
+//! Usage: nmem-bench [--runs N] [--events N] [--json PATH]
+//!
+//! * `nmem record` end to end (spawn, read stdin, forward, ack after commit) for a 3 KB
+//!   PostToolUse, with the daemon up, down (spool) and hung (SIGSTOP), next to `/bin/true` and a
+//!   no-op static binary (this one, with `--noop`).
+//! * Sustained ingest: 8 concurrent connections to the socket API (in-process load generator,
+//!   ack after commit), and the rate 8 parallel `nmem record` processes reach.
+
+use nmem_proto::{client, wire};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+fn main() -> anyhow::Result<()> {
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("--noop") {
+        return Ok(());
+    }
+    let opt = |name: &str| {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1))
+            .cloned()
+    };
+    let runs: usize = opt("--runs").map(|v| v.parse()).transpose()?.unwrap_or(400);
+    let events: usize = opt("--events")
+        .map(|v| v.parse())
+        .transpose()?
+        .unwrap_or(40_000);
+    let json_out = opt("--json");
+
+    let bins = bin_dir();
+    let home = std::env::temp_dir().join(format!("nmem-bench-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&home);
+    std::fs::create_dir_all(&home)?;
+    let paths = nmem_proto::paths::Paths::under(&home);
+    let mut report = Report::default();
+    println!(
+        "nmem-bench: {runs} runs per latency figure, {events} events for throughput; home {}",
+        home.display()
+    );
+    println!("binaries: {}", bins.display());
+    println!();
+
+    let payload = bash_payload(0);
+    println!("payload: {} bytes (PostToolUse Bash)", payload.len());
+    let true_bin = Path::new("/bin/true");
+    let t_true = spawn_times(runs, || Command::new(true_bin), None);
+    report.line("spawn /bin/true", &t_true, None);
+    let me = std::env::current_exe()?;
+    let t_noop = spawn_times(
+        runs,
+        || {
+            let mut c = Command::new(&me);
+            c.arg("--noop");
+            c
+        },
+        None,
+    );
+    report.line("spawn no-op static binary", &t_noop, Some(&t_true));
+
+    let record = |home: &Path| {
+        let mut c = Command::new(bins.join("nmem"));
+        c.arg("record")
+            .env("NMEM_HOME", home)
+            .env("NMEM_NO_AUTOSTART", "1");
+        c
+    };
+
+    // Daemon up.
+    let mut daemon = start_daemon(&bins, &home)?;
+    let counter = AtomicUsize::new(1);
+    let t_up = spawn_times(
+        runs,
+        || record(&home),
+        Some(&|| bash_payload(counter.fetch_add(1, Ordering::Relaxed))),
+    );
+    report.line(
+        "nmem record, daemon up (ack after commit)",
+        &t_up,
+        Some(&t_true),
+    );
+
+    // One client, one request at a time: the daemon's share of the hook's latency.
+    let mut t_api = Vec::with_capacity(runs);
+    for _ in 0..runs {
+        let n = counter.fetch_add(1, Ordering::Relaxed);
+        let id = format!("single{n:024}");
+        let body = bash_payload(n);
+        let start = Instant::now();
+        let r = client::call(
+            &paths.socket,
+            "POST",
+            wire::PATH_EVENTS,
+            &[(wire::H_EVENT_ID, &id)],
+            &body,
+            Duration::from_secs(5),
+        )?;
+        t_api.push(start.elapsed());
+        anyhow::ensure!(r.status == 200, "HTTP {}", r.status);
+    }
+    t_api.sort();
+    report.line(
+        "API round trip, one client (ack after commit)",
+        &t_api,
+        Some(&t_true),
+    );
+
+    // Sustained ingest over the socket API.
+    let before = status(&paths.socket)?;
+    let rate_api = api_ingest(&paths.socket, events, 8)?;
+    let after = status(&paths.socket)?;
+    let commits = (after.commits - before.commits).max(1);
+    let written = after.events_written - before.events_written;
+    let busy_us = after.commit_micros - before.commit_micros;
+    println!(
+        "{:<48} {:>10.1} events per commit, {:.1} µs of writer time per event",
+        "  group commit",
+        written as f64 / commits as f64,
+        busy_us as f64 / written.max(1) as f64
+    );
+    println!(
+        "{:<48} {:>10.0} events/s  (8 connections, {events} events, ack after commit)",
+        "ingest through the socket API", rate_api
+    );
+    report
+        .figures
+        .push(("ingest_api_events_per_s".into(), rate_api));
+    let n_proc = (events / 10).max(1000);
+    let rate_proc = process_ingest(&bins, &home, n_proc, 8)?;
+    println!(
+        "{:<48} {:>10.0} events/s  (8 parallel `nmem record`, {n_proc} events)",
+        "ingest through nmem record processes", rate_proc
+    );
+    report
+        .figures
+        .push(("ingest_processes_events_per_s".into(), rate_proc));
+
+    // Daemon hung.
+    unsafe { libc::kill(daemon.id() as i32, libc::SIGSTOP) };
+    let t_hung = spawn_times(
+        runs.min(30),
+        || record(&home),
+        Some(&|| bash_payload(counter.fetch_add(1, Ordering::Relaxed))),
+    );
+    report.line("nmem record, daemon hung (SIGSTOP)", &t_hung, Some(&t_true));
+    unsafe { libc::kill(daemon.id() as i32, libc::SIGCONT) };
+    unsafe { libc::kill(daemon.id() as i32, libc::SIGTERM) };
+    daemon.wait()?;
+
+    // Daemon down: spool.
+    let down = home.join("down");
+    std::fs::create_dir_all(&down)?;
+    let t_down = spawn_times(
+        runs,
+        || record(&down),
+        Some(&|| bash_payload(counter.fetch_add(1, Ordering::Relaxed))),
+    );
+    report.line("nmem record, daemon down (spool)", &t_down, Some(&t_true));
+
+    println!();
+    println!("budgets (DESIGN.md §6): record up/down median ≤ 1 ms and ≤ 2× /bin/true; hung exits ≤ 150 ms; API ingest ≥ 20,000/s");
+    if let Some(path) = json_out {
+        std::fs::write(&path, report.json())?;
+        println!("wrote {path}");
+    }
+    let _ = std::fs::remove_dir_all(&home);
+    Ok(())
+}
+
+fn bin_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("NMEM_BIN_DIR") {
+        return PathBuf::from(d);
+    }
+    std::env::current_exe()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+/// A ~3 KB Claude Code PostToolUse(Bash) payload; `n` makes the tool call unique.
+fn bash_payload(n: usize) -> Vec<u8> {
+    let stdout: String = (0..40)
+        .map(|i| format!(" ✓ src/routes/invoices.test.ts > case {i} passes ({n})\n"))
+        .collect();
+    serde_json::json!({
+        "session_id": "7d3f9a2e-4b1c-4e8a-9f6d-2c5b8e1a0f47",
+        "transcript_path": "/home/dev/.claude/projects/-home-dev-projects-acme-api/7d3f9a2e.jsonl",
+        "cwd": "/home/dev/projects/acme-api",
+        "permission_mode": "acceptEdits",
+        "hook_event_name": "PostToolUse",
+        "tool_name": "Bash",
+        "tool_input": { "command": format!("npm test -- --run src/routes/invoices.test.ts # {n}"), "description": "Run invoice route tests" },
+        "tool_response": { "stdout": stdout, "stderr": "", "interrupted": false, "isImage": false },
+        "tool_use_id": format!("toolu_bench_{n}"),
+        "duration_ms": 2314
+    })
+    .to_string()
+    .into_bytes()
+}
+
+fn spawn_times(
+    runs: usize,
+    mut make: impl FnMut() -> Command,
+    payload: Option<&dyn Fn() -> Vec<u8>>,
+) -> Vec<Duration> {
+    let mut out = Vec::with_capacity(runs);
+    for _ in 0..runs {
+        let body = payload.map(|p| p());
+        let mut cmd = make();
+        cmd.stdout(Stdio::null()).stderr(Stdio::null());
+        cmd.stdin(if body.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        });
+        let start = Instant::now();
+        let mut child = cmd.spawn().expect("spawn");
+        if let Some(b) = body {
+            let mut stdin = child.stdin.take().unwrap();
+            let _ = stdin.write_all(&b);
+        }
+        let _ = child.wait();
+        out.push(start.elapsed());
+    }
+    out.sort();
+    out
+}
+
+fn pct(sorted: &[Duration], p: f64) -> Duration {
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+#[derive(Default)]
+struct Report {
+    figures: Vec<(String, f64)>,
+}
+
+impl Report {
+    fn line(&mut self, what: &str, t: &[Duration], reference: Option<&[Duration]>) {
+        let med = pct(t, 0.5);
+        let p95 = pct(t, 0.95);
+        let ratio = reference
+            .map(|r| {
+                format!(
+                    "  {:.2}× /bin/true",
+                    med.as_secs_f64() / pct(r, 0.5).as_secs_f64()
+                )
+            })
+            .unwrap_or_default();
+        println!(
+            "{what:<48} median {:>7.3} ms  p95 {:>7.3} ms{ratio}",
+            ms(med),
+            ms(p95)
+        );
+        let key: String = what
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() {
+                    c.to_ascii_lowercase()
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        self.figures.push((format!("{key}_median_ms"), ms(med)));
+        self.figures.push((format!("{key}_p95_ms"), ms(p95)));
+    }
+
+    fn json(&self) -> String {
+        let map: serde_json::Map<String, serde_json::Value> = self
+            .figures
+            .iter()
+            .map(|(k, v)| (k.clone(), serde_json::json!(v)))
+            .collect();
+        serde_json::to_string_pretty(&map).unwrap()
+    }
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+fn start_daemon(bins: &Path, home: &Path) -> anyhow::Result<std::process::Child> {
+    let child = Command::new(bins.join("nmemd"))
+        .env("NMEM_HOME", home)
+        .env("NMEM_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()?;
+    let socket = home.join("nmemd.sock");
+    let start = Instant::now();
+    while client::call(
+        &socket,
+        "GET",
+        wire::PATH_HEALTH,
+        &[],
+        b"",
+        Duration::from_millis(200),
+    )
+    .is_err()
+    {
+        anyhow::ensure!(
+            start.elapsed() < Duration::from_secs(20),
+            "nmemd did not start"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    Ok(child)
+}
+
+fn status(socket: &Path) -> anyhow::Result<wire::Status> {
+    let r = client::call(
+        socket,
+        "GET",
+        wire::PATH_STATUS,
+        &[],
+        b"",
+        Duration::from_secs(10),
+    )?;
+    Ok(serde_json::from_slice(&r.body)?)
+}
+
+fn api_ingest(socket: &Path, events: usize, conns: usize) -> anyhow::Result<f64> {
+    // Payloads are built before the clock starts: the figure is the daemon's, not serde_json's.
+    let bodies: Vec<(String, Vec<u8>)> = (0..events)
+        .map(|i| {
+            let n = 1_000_000 + i;
+            (format!("bench{n:024}"), bash_payload(n))
+        })
+        .collect();
+    let next = AtomicUsize::new(0);
+    let start = Instant::now();
+    std::thread::scope(|s| -> anyhow::Result<()> {
+        let handles: Vec<_> = (0..conns)
+            .map(|_| {
+                s.spawn(|| -> anyhow::Result<()> {
+                    let mut conn = client::Conn::open(socket)?;
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        let Some((id, body)) = bodies.get(i) else {
+                            return Ok(());
+                        };
+                        let r = conn.request(
+                            "POST",
+                            wire::PATH_EVENTS,
+                            &[(wire::H_EVENT_ID, id)],
+                            body,
+                            Duration::from_secs(30),
+                        )?;
+                        anyhow::ensure!(r.status == 200, "HTTP {}", r.status);
+                    }
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join().expect("load thread")?;
+        }
+        Ok(())
+    })?;
+    Ok(events as f64 / start.elapsed().as_secs_f64())
+}
+
+fn process_ingest(bins: &Path, home: &Path, events: usize, procs: usize) -> anyhow::Result<f64> {
+    let next = AtomicUsize::new(2_000_000);
+    let end = 2_000_000 + events;
+    let start = Instant::now();
+    std::thread::scope(|s| {
+        for _ in 0..procs {
+            s.spawn(|| loop {
+                let n = next.fetch_add(1, Ordering::Relaxed);
+                if n >= end {
+                    return;
+                }
+                let mut child = Command::new(bins.join("nmem"))
+                    .arg("record")
+                    .env("NMEM_HOME", home)
+                    .env("NMEM_NO_AUTOSTART", "1")
+                    .stdin(Stdio::piped())
+                    .stdout(Stdio::null())
+                    .spawn()
+                    .expect("spawn nmem record");
+                let _ = child.stdin.take().unwrap().write_all(&bash_payload(n));
+                let _ = child.wait();
+            });
+        }
+    });
+    Ok(events as f64 / start.elapsed().as_secs_f64())
+}

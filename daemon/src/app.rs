@@ -1,0 +1,102 @@
+//! The daemon's shared state, its start-up sequence and its status report.
+
+use crate::config::Config;
+use crate::dedup::Dedup;
+use crate::ingest::{Ingest, Limits, ProjectResolver};
+use crate::redact::Redactor;
+use crate::stats::Stats;
+use crate::store::readers::Readers;
+use crate::store::schema;
+use crate::store::writer::Writer;
+use nmem_proto::paths::Paths;
+use nmem_proto::wire;
+use std::sync::Arc;
+use std::time::Instant;
+
+pub struct App {
+    pub paths: Paths,
+    pub config: Config,
+    pub ingest: Ingest,
+    pub writer: Writer,
+    pub readers: Readers,
+    pub stats: Arc<Stats>,
+    pub started: Instant,
+    /// Problems a person must fix, each saying how (bad config patterns, …).
+    pub warnings: Vec<String>,
+}
+
+impl App {
+    /// Open the database (creating and migrating it) and start the writer thread.
+    pub fn open(
+        paths: Paths,
+        config: Config,
+    ) -> anyhow::Result<(Arc<App>, std::thread::JoinHandle<()>)> {
+        let conn = schema::open_writer(&paths.db)?;
+        let stats = Arc::new(Stats::default());
+        let (redactor, warnings) = Redactor::new(&config.redact.patterns);
+        for w in &warnings {
+            stats.error(w.clone());
+        }
+        let (writer, handle) = Writer::spawn(
+            conn,
+            config.writer.queue_capacity.max(1),
+            Dedup::new(config.dedup.window_secs),
+            stats.clone(),
+        );
+        let app = App {
+            ingest: Ingest {
+                projects: ProjectResolver::new(config.project.strategy),
+                redactor,
+                limits: Limits::default(),
+            },
+            readers: Readers::new(paths.db.clone()),
+            writer,
+            stats,
+            started: Instant::now(),
+            warnings,
+            paths,
+            config,
+        };
+        Ok((Arc::new(app), handle))
+    }
+}
+
+/// The daemon's view of itself, for `GET /v1/status`.
+pub async fn status(app: &App) -> Result<wire::Status, String> {
+    let (sessions, prompts, observations, schema_version) = app
+        .readers
+        .run(|c| {
+            c.query_row(
+                "SELECT (SELECT COUNT(*) FROM sessions), (SELECT COUNT(*) FROM prompts),
+                        (SELECT COUNT(*) FROM observations), (SELECT user_version FROM pragma_user_version)",
+                [],
+                |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, r.get::<_, i64>(2)?, r.get::<_, i64>(3)?)),
+            )
+        })
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut s = nmem_proto::status::from_files(&app.paths);
+    s.running = true;
+    s.version = Some(nmem_proto::VERSION.to_string());
+    s.protocol = Some(nmem_proto::PROTOCOL);
+    s.pid = Some(std::process::id());
+    s.uptime_s = Some(app.started.elapsed().as_secs());
+    s.queue_depth = app.writer.depth() as u64;
+    s.queue_capacity = app.writer.capacity() as u64;
+    s.sessions = sessions as u64;
+    s.prompts = prompts as u64;
+    s.observations = observations as u64;
+    s.schema_version = Some(schema_version as u32);
+    let st = &app.stats;
+    s.events_recorded = Stats::get(&st.events_recorded);
+    s.commits = Stats::get(&st.commits);
+    s.events_written = Stats::get(&st.events_written);
+    s.commit_micros = Stats::get(&st.commit_micros);
+    s.duplicates = Stats::get(&st.duplicates);
+    s.dedup_hits = Stats::get(&st.dedup_hits);
+    s.redactions = Stats::get(&st.redactions);
+    s.spool_drained = Stats::get(&st.spool_drained);
+    s.last_error = st.last_error();
+    s.degraded.extend(app.warnings.iter().cloned());
+    Ok(s)
+}

@@ -1,0 +1,129 @@
+//! `config.toml`: every key optional, unknown keys rejected by name (a typo should not be
+//! silently ignored). See `config.example.toml` at the repository root.
+
+use crate::ingest::project::Strategy;
+use crate::redact::ExtraPattern;
+use serde::Deserialize;
+use std::path::Path;
+
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    pub spool: SpoolConfig,
+    pub dedup: DedupConfig,
+    pub project: ProjectConfig,
+    pub redact: RedactConfig,
+    pub writer: WriterConfig,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SpoolConfig {
+    /// The spool's size bound; the oldest events go first past it.
+    pub max_bytes: u64,
+    /// Events older than this are dropped from the spool.
+    pub max_age_days: u64,
+    /// How often an idle daemon looks at the spool.
+    pub drain_interval_ms: u64,
+}
+
+impl Default for SpoolConfig {
+    fn default() -> Self {
+        SpoolConfig {
+            max_bytes: 256 * 1024 * 1024,
+            max_age_days: 30,
+            drain_interval_ms: 1000,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DedupConfig {
+    /// Repeated reads and searches within this many seconds are counted, not stored (0: off).
+    pub window_secs: u64,
+}
+
+impl Default for DedupConfig {
+    fn default() -> Self {
+        DedupConfig { window_secs: 300 }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct ProjectConfig {
+    pub strategy: Strategy,
+}
+
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct RedactConfig {
+    /// Extra patterns: `[[redact.patterns]] name = "…" regex = "…"`.
+    pub patterns: Vec<ExtraPattern>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct WriterConfig {
+    /// Events queued for the writer before new ones wait.
+    pub queue_capacity: usize,
+}
+
+impl Default for WriterConfig {
+    fn default() -> Self {
+        WriterConfig {
+            queue_capacity: 8192,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path} is not valid: {message}")]
+    Invalid { path: String, message: String },
+}
+
+impl Config {
+    /// Load the file if it exists; a missing file means the defaults.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Config::default()),
+            Err(source) => {
+                return Err(ConfigError::Read {
+                    path: path.display().to_string(),
+                    source,
+                })
+            }
+        };
+        toml::from_str(&text).map_err(|e| ConfigError::Invalid {
+            path: path.display().to_string(),
+            message: e.to_string().trim().replace('\n', " "),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn example_config_parses() {
+        let text = include_str!("../../config.example.toml");
+        let c: Config = toml::from_str(text).unwrap();
+        assert_eq!(c.dedup.window_secs, 300);
+    }
+
+    #[test]
+    fn typos_are_named() {
+        let err = toml::from_str::<Config>("[dedup]\nwindow_sec = 5\n").unwrap_err();
+        assert!(err.to_string().contains("window_sec"), "{err}");
+    }
+}

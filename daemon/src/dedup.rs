@@ -1,0 +1,52 @@
+//! Dedup of repeated reads and searches, in the writer's memory (never by querying).
+//!
+//! A `file_read` or `search` of the same target in the same session within the window is
+//! counted, not stored again. Writes, edits, errors, prompts and memories are never deduplicated.
+//! The window runs from the last stored occurrence.
+
+use crate::ingest::Obs;
+use std::collections::HashMap;
+
+pub type Key = (String, &'static str, String);
+
+pub struct Dedup {
+    window_ms: i64,
+    seen: HashMap<Key, i64>,
+}
+
+impl Dedup {
+    pub fn new(window_secs: u64) -> Dedup {
+        Dedup {
+            window_ms: window_secs as i64 * 1000,
+            seen: HashMap::new(),
+        }
+    }
+
+    /// The dedup key of an observation, or `None` for types that are never deduplicated.
+    pub fn key_for(session_id: &str, o: &Obs) -> Option<Key> {
+        match o.obs_type {
+            "file_read" | "search" => {
+                let target = o.file_path.clone().unwrap_or_else(|| o.content.clone());
+                Some((session_id.to_string(), o.obs_type, target))
+            }
+            _ => None,
+        }
+    }
+
+    /// Is this a repeat of what is remembered, or of what the current batch already staged?
+    pub fn is_repeat(&self, key: &Key, t: i64, staged: &[(Key, i64)]) -> bool {
+        let near = |last: i64| (t - last).abs() < self.window_ms;
+        self.window_ms > 0
+            && (self.seen.get(key).is_some_and(|&last| near(last))
+                || staged.iter().any(|(k, last)| k == key && near(*last)))
+    }
+
+    pub fn remember(&mut self, key: Key, t: i64) {
+        if self.seen.len() >= 100_000 {
+            let newest = self.seen.values().copied().max().unwrap_or(t).max(t);
+            let window = self.window_ms;
+            self.seen.retain(|_, last| newest - *last < window);
+        }
+        self.seen.insert(key, t);
+    }
+}

@@ -1,0 +1,187 @@
+//! Tool calls of each harness, normalised to Claude Code's names and shapes so one set of tool
+//! extractors serves them all.
+
+use super::{Cx, ToolCall};
+use nmem_proto::harness::{Event, Harness};
+use serde_json::{json, Value};
+use std::borrow::Cow;
+
+pub(crate) fn tool_call<'a>(cx: &Cx<'a>) -> Option<ToolCall<'a>> {
+    match cx.harness {
+        Harness::ClaudeCode | Harness::Codex => claude_like(cx),
+        Harness::Gemini => gemini(cx),
+        Harness::Cursor => cursor(cx),
+        Harness::CodexNotify => None,
+    }
+}
+
+/// Claude Code, and Codex CLI which copies its hook schema.
+fn claude_like<'a>(cx: &Cx<'a>) -> Option<ToolCall<'a>> {
+    let name = cx.str("tool_name")?.to_string();
+    let failure = (cx.event == Event::ToolFailure).then(|| {
+        let err = cx.str("error").unwrap_or("").to_string();
+        let code = exit_code_prefix(&err);
+        (err, code)
+    });
+    Some(ToolCall {
+        name,
+        input: borrowed(cx.obj.get("tool_input")),
+        response: cx.obj.get("tool_response").map(Cow::Borrowed),
+        tool_use_id: cx.str("tool_use_id"),
+        failure,
+    })
+}
+
+/// "Exit code 2\n…" (Claude Code's failure text).
+fn exit_code_prefix(err: &str) -> Option<i64> {
+    let rest = err.strip_prefix("Exit code ")?;
+    rest.split(|c: char| !c.is_ascii_digit() && c != '-')
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// Gemini CLI: its own tool names; the output is `llmContent`, and a shell failure is only an
+/// `Exit Code: N` line inside it.
+fn gemini<'a>(cx: &Cx<'a>) -> Option<ToolCall<'a>> {
+    let raw = cx.str("tool_name")?;
+    let name = match raw {
+        "run_shell_command" => "Bash",
+        "read_file" | "read_many_files" => "Read",
+        "write_file" => "Write",
+        "replace" | "edit" => "Edit",
+        "glob" => "Glob",
+        "search_file_content" | "grep" => "Grep",
+        "list_directory" => "LS",
+        "google_web_search" => "WebSearch",
+        "web_fetch" => "WebFetch",
+        "write_todos" => "TodoWrite",
+        other => other,
+    }
+    .to_string();
+    let response = cx.obj.get("tool_response");
+    let llm = response.and_then(|r| r.get("llmContent"));
+    let llm_text = llm.and_then(super::text::content_text);
+    let mut failure = None;
+    if name == "Bash" {
+        if let Some(text) = &llm_text {
+            let code = text
+                .lines()
+                .find_map(|l| l.trim().strip_prefix("Exit Code:"))
+                .and_then(|c| c.trim().parse::<i64>().ok());
+            if let Some(c) = code.filter(|&c| c != 0) {
+                failure = Some((text.clone(), Some(c)));
+            }
+        }
+    }
+    if let Some(err) = response
+        .and_then(|r| r.get("error"))
+        .filter(|e| !e.is_null())
+    {
+        let msg = err
+            .get("message")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .unwrap_or_else(|| err.to_string());
+        failure = Some((msg, None));
+    }
+    let response = match (&llm_text, name.as_str()) {
+        (Some(t), "Bash") => Some(Cow::Owned(json!({ "stdout": t }))),
+        (Some(t), _) => Some(Cow::Owned(json!(t))),
+        (None, _) => response.map(Cow::Borrowed),
+    };
+    Some(ToolCall {
+        name,
+        input: borrowed(cx.obj.get("tool_input")),
+        response,
+        tool_use_id: None,
+        failure,
+    })
+}
+
+/// Cursor: one event per kind of action, plus a generic postToolUse.
+fn cursor<'a>(cx: &Cx<'a>) -> Option<ToolCall<'a>> {
+    let event = cx.str("hook_event_name")?;
+    let (name, input, response): (String, Cow<'a, Value>, Option<Cow<'a, Value>>) = match event {
+        "afterShellExecution" => (
+            "Bash".into(),
+            Cow::Owned(json!({ "command": cx.str("command").unwrap_or("") })),
+            Some(Cow::Owned(
+                json!({ "stdout": cx.str("output").unwrap_or("") }),
+            )),
+        ),
+        "afterFileEdit" => (
+            "MultiEdit".into(),
+            Cow::Owned(json!({
+                "file_path": cx.str("file_path").unwrap_or(""),
+                "edits": cx.obj.get("edits").cloned().unwrap_or(Value::Null),
+            })),
+            None,
+        ),
+        "afterMCPExecution" => {
+            let tool = cx.str("tool_name").unwrap_or("tool");
+            let input = cx
+                .str("tool_input")
+                .and_then(|s| serde_json::from_str(s).ok())
+                .unwrap_or(Value::Null);
+            (format!("mcp__cursor__{tool}"), Cow::Owned(input), None)
+        }
+        "postToolUse" => {
+            let name = match cx.str("tool_name")? {
+                "Shell" | "run_terminal_cmd" => "Bash",
+                "read_file" => "Read",
+                "edit_file" | "search_replace" => "Edit",
+                "grep_search" | "codebase_search" => "Grep",
+                other => other,
+            };
+            let output = cx.obj.get("tool_output");
+            let response =
+                output.map(
+                    |o| match o.as_str().and_then(|s| serde_json::from_str(s).ok()) {
+                        Some(parsed) => Cow::Owned(parsed),
+                        None => Cow::Borrowed(o),
+                    },
+                );
+            (name.into(), borrowed(cx.obj.get("tool_input")), response)
+        }
+        _ => return None,
+    };
+    let failure = response.as_deref().and_then(|r| {
+        let code = r.get("exitCode").and_then(Value::as_i64)?;
+        (code != 0).then(|| {
+            let err = r
+                .get("stderr")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string();
+            (err, Some(code))
+        })
+    });
+    Some(ToolCall {
+        name,
+        input,
+        response,
+        tool_use_id: None,
+        failure,
+    })
+}
+
+fn borrowed(v: Option<&Value>) -> Cow<'_, Value> {
+    match v {
+        Some(v) => Cow::Borrowed(v),
+        None => Cow::Owned(Value::Null),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn exit_code_from_error_text() {
+        assert_eq!(
+            super::exit_code_prefix("Exit code 2\nsrc/x.ts: error"),
+            Some(2)
+        );
+        assert_eq!(super::exit_code_prefix("Exit code 127"), Some(127));
+        assert_eq!(super::exit_code_prefix("boom"), None);
+    }
+}

@@ -1,0 +1,155 @@
+//! Session and turn events: starts, prompts, compaction, turn ends, session end.
+
+use super::text::{first_line, truncate};
+use super::{Cx, NewPrompt, Obs, Record, SessionEffect};
+use nmem_proto::harness::{Event, Harness};
+use serde_json::{json, Map, Value};
+
+pub(crate) fn extract(cx: &Cx) -> (Record, SessionEffect) {
+    match cx.event {
+        Event::SessionStart => session_start(cx),
+        Event::UserPrompt => user_prompt(cx),
+        Event::PreCompact => {
+            let trigger = cx.str("trigger").unwrap_or("auto");
+            let instructions = cx.str("custom_instructions").unwrap_or("").trim();
+            let mut content = format!("compaction ({trigger})");
+            if !instructions.is_empty() {
+                content.push_str(": ");
+                content.push_str(&truncate(instructions, cx.limits.message_chars));
+            }
+            let meta = meta([("trigger", json!(trigger))]);
+            (obs("compaction", content, meta), SessionEffect::Compaction)
+        }
+        Event::PostCompact => {
+            let summary = cx.str("compact_summary").unwrap_or("").trim();
+            let content = if summary.is_empty() {
+                "compaction summary (empty)".to_string()
+            } else {
+                truncate(summary, cx.limits.summary_chars)
+            };
+            let meta = meta([("trigger", json!(cx.str("trigger")))]);
+            (obs("compact_summary", content, meta), SessionEffect::None)
+        }
+        Event::Stop => {
+            let (message, meta) = turn_end_message(cx);
+            let content = match message.map(str::trim).filter(|m| !m.is_empty()) {
+                Some(m) => truncate(m, cx.limits.message_chars),
+                None => "turn ended".to_string(),
+            };
+            (obs("turn_end", content, meta), SessionEffect::TurnEnd)
+        }
+        Event::SubagentStop => {
+            let message = cx.str("last_assistant_message").unwrap_or("").trim();
+            let agent = cx.str("agent_type");
+            let content = if message.is_empty() {
+                format!("subagent {} finished", agent.unwrap_or("agent"))
+            } else {
+                truncate(message, cx.limits.message_chars)
+            };
+            let meta = meta([
+                ("agent_type", json!(agent)),
+                ("agent_id", json!(cx.str("agent_id"))),
+            ]);
+            (obs("subagent_end", content, meta), SessionEffect::None)
+        }
+        Event::StopFailure => {
+            let kind = cx.str("error").unwrap_or("unknown");
+            let mut content = format!("API error: {kind}");
+            if let Some(d) = cx.str("error_details").filter(|d| !d.is_empty()) {
+                content.push_str(" (");
+                content.push_str(&first_line(d, 200));
+                content.push(')');
+            }
+            let meta = meta([("error", json!(kind))]);
+            (obs("api_error", content, meta), SessionEffect::None)
+        }
+        Event::SessionEnd => {
+            let reason = cx.str("reason").map(str::to_string);
+            let content = format!("session ended ({})", reason.as_deref().unwrap_or("unknown"));
+            let meta = meta([("reason", json!(reason))]);
+            (
+                obs("session_end", content, meta),
+                SessionEffect::End { reason },
+            )
+        }
+        Event::ToolUse | Event::ToolFailure => (Record::Nothing, SessionEffect::None),
+    }
+}
+
+fn session_start(cx: &Cx) -> (Record, SessionEffect) {
+    let source = cx.str("source").unwrap_or("startup").to_string();
+    let obs_type = match source.as_str() {
+        "resume" => "session_resume",
+        "clear" => "session_clear",
+        "compact" => "session_compact",
+        "fork" => "session_fork",
+        _ => "session_start",
+    };
+    let model = cx.str("model").map(str::to_string);
+    let title = cx.str("session_title").map(str::to_string);
+    let meta = meta([("model", json!(model)), ("title", json!(title))]);
+    let effect = SessionEffect::Start {
+        source: source.clone(),
+        model,
+        title,
+        transcript_path: cx.str("transcript_path").map(str::to_string),
+    };
+    (obs(obs_type, source, meta), effect)
+}
+
+fn user_prompt(cx: &Cx) -> (Record, SessionEffect) {
+    let text = cx.str("prompt").unwrap_or("").trim();
+    if text.is_empty() {
+        return (Record::Nothing, SessionEffect::None);
+    }
+    let uid = cx
+        .str("prompt_id")
+        .or_else(|| cx.str("turn_id"))
+        .or_else(|| cx.str("generation_id"));
+    let prompt = NewPrompt {
+        source: "user",
+        content: truncate(text, cx.limits.prompt_chars),
+        prompt_uid: uid.map(str::to_string),
+    };
+    (Record::Prompt(prompt), SessionEffect::None)
+}
+
+/// The last assistant message, wherever the harness puts it.
+fn turn_end_message<'a>(cx: &Cx<'a>) -> (Option<&'a str>, Map<String, Value>) {
+    match cx.harness {
+        Harness::Gemini => (cx.str("prompt_response"), Map::new()),
+        Harness::Cursor => match cx.str("hook_event_name") {
+            Some("afterAgentResponse") => (cx.str("text"), Map::new()),
+            _ => (
+                cx.str("status"),
+                meta([
+                    ("status", json!(cx.str("status"))),
+                    ("loop_count", json!(cx.obj.get("loop_count"))),
+                ]),
+            ),
+        },
+        Harness::CodexNotify => (
+            cx.str("last-assistant-message"),
+            meta([("turn_id", json!(cx.str("turn-id")))]),
+        ),
+        _ => (cx.str("last_assistant_message"), Map::new()),
+    }
+}
+
+fn obs(obs_type: &'static str, content: String, metadata: Map<String, Value>) -> Record {
+    Record::Observation(Obs {
+        obs_type,
+        content,
+        metadata,
+        ..Obs::default()
+    })
+}
+
+/// A metadata object without its null fields.
+pub(crate) fn meta<const N: usize>(pairs: [(&str, Value); N]) -> Map<String, Value> {
+    pairs
+        .into_iter()
+        .filter(|(_, v)| !v.is_null())
+        .map(|(k, v)| (k.to_string(), v))
+        .collect()
+}

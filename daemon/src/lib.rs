@@ -1,0 +1,26 @@
+//! `nmemd`: the only process that writes nmem's database.
+//!
+//! The flow, one module per stage:
+//!
+//! * [`listener`]: the Unix socket (or one handed over by systemd), the lock that makes the
+//!   daemon the database's only owner, and graceful shutdown.
+//! * [`server`]: the versioned HTTP/JSON routes.
+//! * [`ingest`]: per harness and per tool, from a hook payload to an observation or a prompt;
+//!   then [`redact`]. Deterministic, no LLM.
+//! * [`store`]: schema and migrations, the single writer with group commit (and the [`dedup`]
+//!   cache it owns), read-only connections.
+//! * [`context`]: the SessionStart digest.
+//! * [`spool`]: draining events that shims wrote while the daemon was away.
+//! * [`app`], [`config`], [`stats`]: shared state, `config.toml`, counters for status.
+
+pub mod app;
+pub mod config;
+pub mod context;
+pub mod dedup;
+pub mod ingest;
+pub mod listener;
+pub mod redact;
+pub mod server;
+pub mod spool;
+pub mod stats;
+pub mod store;

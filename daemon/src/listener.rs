@@ -1,0 +1,138 @@
+//! The daemon's hold on its files: the database lock, the socket (bound here or inherited from
+//! systemd socket activation), and the signals that end it.
+
+use nmem_proto::paths::{ensure_private_dir, Paths};
+use std::fs::File;
+use std::io::Write;
+use std::os::fd::{AsRawFd, FromRawFd};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+/// The exclusive lock beside the database, held for the daemon's whole life.
+pub struct DbLock {
+    _file: File,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("another nmemd (pid {pid}) already owns {db}; stop it first (`nmemctl stop`), or set NMEM_DB to use another database")]
+    AlreadyRunning { pid: String, db: String },
+    #[error("another nmemd is already listening on {0}; stop it first, or set NMEM_SOCKET to use another socket")]
+    SocketInUse(String),
+    #[error("{what} {path}: {source}")]
+    Io {
+        what: &'static str,
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+fn io<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> StartError + 'a {
+    move |source| StartError::Io {
+        what,
+        path: path.display().to_string(),
+        source,
+    }
+}
+
+impl DbLock {
+    /// Take the lock or say who has it.
+    pub fn acquire(paths: &Paths) -> Result<DbLock, StartError> {
+        let path = paths.db_lock();
+        let mut file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(&path)
+            .map_err(io("cannot open the lock file", &path))?;
+        // SAFETY: flock on a descriptor we own.
+        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        if rc != 0 {
+            let pid = std::fs::read_to_string(&path)
+                .unwrap_or_default()
+                .trim()
+                .to_string();
+            return Err(StartError::AlreadyRunning {
+                pid: if pid.is_empty() {
+                    "unknown".into()
+                } else {
+                    pid
+                },
+                db: paths.db.display().to_string(),
+            });
+        }
+        file.set_len(0)
+            .map_err(io("cannot write the lock file", &path))?;
+        let _ = writeln!(file, "{}", std::process::id());
+        Ok(DbLock { _file: file })
+    }
+}
+
+/// Where the daemon listens, and whether it must remove the socket file when it stops.
+pub struct Bound {
+    pub listener: std::os::unix::net::UnixListener,
+    /// Some(path) when this process created the socket (never for socket activation).
+    pub owned_path: Option<PathBuf>,
+}
+
+/// Take the socket from systemd (`LISTEN_PID`/`LISTEN_FDS`) or bind our own.
+pub fn bind(paths: &Paths) -> Result<Bound, StartError> {
+    if let Some(listener) = inherited_socket() {
+        tracing::info!("using the socket handed over by the service manager");
+        return Ok(Bound {
+            listener,
+            owned_path: None,
+        });
+    }
+    let path = &paths.socket;
+    if let Some(dir) = path.parent() {
+        ensure_private_dir(dir).map_err(io("cannot create the socket folder", dir))?;
+    }
+    if path.exists() {
+        if std::os::unix::net::UnixStream::connect(path).is_ok() {
+            return Err(StartError::SocketInUse(path.display().to_string()));
+        }
+        // A stale socket from a daemon that died: replace it.
+        std::fs::remove_file(path).map_err(io("cannot remove the stale socket", path))?;
+    }
+    let listener =
+        std::os::unix::net::UnixListener::bind(path).map_err(io("cannot listen on", path))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+        .map_err(io("cannot restrict", path))?;
+    Ok(Bound {
+        listener,
+        owned_path: Some(path.clone()),
+    })
+}
+
+/// systemd socket activation: fd 3 when LISTEN_PID is us and LISTEN_FDS ≥ 1.
+fn inherited_socket() -> Option<std::os::unix::net::UnixListener> {
+    let pid: u32 = std::env::var("LISTEN_PID").ok()?.parse().ok()?;
+    let fds: u32 = std::env::var("LISTEN_FDS").ok()?.parse().ok()?;
+    if pid != std::process::id() || fds < 1 {
+        return None;
+    }
+    // Not for our children.
+    std::env::remove_var("LISTEN_PID");
+    std::env::remove_var("LISTEN_FDS");
+    std::env::remove_var("LISTEN_FDNAMES");
+    // SAFETY: systemd passes the listening socket as fd 3 (SD_LISTEN_FDS_START).
+    unsafe {
+        libc::fcntl(3, libc::F_SETFD, libc::FD_CLOEXEC);
+        Some(std::os::unix::net::UnixListener::from_raw_fd(3))
+    }
+}
+
+/// Resolves on SIGTERM or SIGINT.
+pub async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).expect("install SIGTERM handler");
+    let mut int = signal(SignalKind::interrupt()).expect("install SIGINT handler");
+    tokio::select! {
+        _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
+        _ = int.recv() => tracing::info!("SIGINT: shutting down"),
+    }
+}

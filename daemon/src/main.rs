@@ -1,0 +1,114 @@
+//! `nmemd`: runs in the foreground until SIGTERM or SIGINT. Service managers (or a shim's
+//! autostart) do the rest.
+
+use nmem_daemon::{app::App, config::Config, listener, server, spool};
+use nmem_proto::paths::{ensure_private_dir, Paths};
+use std::process::ExitCode;
+
+const HELP: &str = "\
+nmemd: the nmem daemon, the only writer of nmem's database.
+
+Usage: nmemd [--help] [--version]
+
+Runs in the foreground until SIGTERM or SIGINT, serving the HTTP/JSON API on a Unix socket.
+Normally started by the systemd user unit, launchd, or on demand by `nmem record`.
+
+Environment:
+  NMEM_HOME    put everything (nmem.db, nmemd.sock, spool/, config.toml) in this folder
+  NMEM_DB      the database file
+  NMEM_SOCKET  the socket path
+  NMEM_LOG     log filter (default: info), e.g. debug or nmem_daemon=trace
+
+Check on it with `nmemctl status`.";
+
+fn main() -> ExitCode {
+    match std::env::args().nth(1).as_deref() {
+        Some("-h" | "--help") => {
+            println!("{HELP}");
+            return ExitCode::SUCCESS;
+        }
+        Some("-V" | "--version") => {
+            println!(
+                "nmemd {} (protocol {})",
+                nmem_proto::VERSION,
+                nmem_proto::PROTOCOL
+            );
+            return ExitCode::SUCCESS;
+        }
+        Some(other) => {
+            eprintln!("nmemd: unknown argument `{other}`; see `nmemd --help`");
+            return ExitCode::from(2);
+        }
+        None => {}
+    }
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("NMEM_LOG")
+                .unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .init();
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("nmemd: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> anyhow::Result<()> {
+    // Everything nmemd creates (database, WAL, socket, spool files) is the owner's alone.
+    unsafe { libc::umask(0o077) };
+    let paths = Paths::from_env();
+    let config = Config::load(&paths.config)?;
+    for dir in [
+        paths.db.parent(),
+        Some(paths.spool.as_path()),
+        Some(paths.state.as_path()),
+    ]
+    .into_iter()
+    .flatten()
+    .filter(|d| !d.as_os_str().is_empty())
+    {
+        ensure_private_dir(dir)
+            .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;
+    }
+    let _lock = listener::DbLock::acquire(&paths)?;
+    let (app, writer_thread) = App::open(paths.clone(), config)?;
+    let bound = listener::bind(&paths)?;
+    tracing::info!(
+        version = nmem_proto::VERSION,
+        db = %paths.db.display(),
+        socket = %paths.socket.display(),
+        "nmemd ready"
+    );
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    rt.block_on(async {
+        bound.listener.set_nonblocking(true)?;
+        let listener = tokio::net::UnixListener::from_std(bound.listener)?;
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        let drainer = tokio::spawn(spool::run(app.clone(), stop_rx));
+        axum::serve(listener, server::router(app.clone()))
+            .with_graceful_shutdown(listener::shutdown_signal())
+            .await?;
+        // No new connections; in-flight requests have their replies. Finish the queue.
+        let _ = stop_tx.send(true);
+        let _ = drainer.await;
+        app.writer.shutdown().await;
+        anyhow::Ok(())
+    })?;
+    writer_thread
+        .join()
+        .map_err(|_| anyhow::anyhow!("the writer thread panicked"))?;
+    if let Some(path) = bound.owned_path {
+        let _ = std::fs::remove_file(path);
+    }
+    tracing::info!("nmemd stopped");
+    Ok(())
+}

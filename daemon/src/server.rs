@@ -1,0 +1,203 @@
+//! The HTTP/JSON API on the Unix socket: routes and their handlers.
+//!
+//! Every reply carries the daemon's version and protocol number (headers); errors are
+//! `{code, message}` with a proper status. See `nmem_proto::wire` for the contract.
+
+use crate::app::App;
+use crate::ingest::RawEvent;
+use crate::store::writer::WriteError;
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use nmem_proto::harness::{Event, Harness};
+use nmem_proto::wire::{self, code, ErrorBody, RecordOutcome, RecordReply};
+use std::sync::Arc;
+
+/// The largest request body accepted (a shim elides long strings well before this).
+const BODY_LIMIT: usize = 64 * 1024 * 1024;
+
+pub fn router(app: Arc<App>) -> Router {
+    Router::new()
+        .route(wire::PATH_EVENTS, post(record))
+        .route(wire::PATH_HEALTH, get(health))
+        .route(wire::PATH_STATUS, get(status))
+        .fallback(not_found)
+        .layer(DefaultBodyLimit::max(BODY_LIMIT))
+        .layer(axum::middleware::map_response(stamp_version))
+        .with_state(app)
+}
+
+async fn stamp_version(mut res: Response) -> Response {
+    let h = res.headers_mut();
+    h.insert(
+        wire::H_VERSION,
+        HeaderValue::from_static(nmem_proto::VERSION),
+    );
+    h.insert(wire::H_PROTOCOL, HeaderValue::from(nmem_proto::PROTOCOL));
+    res
+}
+
+/// An API error: status, code and a message that says what to do.
+#[derive(Debug)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub code: &'static str,
+    pub message: String,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> ApiError {
+        ApiError {
+            status,
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = ErrorBody {
+            code: self.code.to_string(),
+            message: self.message,
+        };
+        (self.status, Json(body)).into_response()
+    }
+}
+
+impl From<WriteError> for ApiError {
+    fn from(e: WriteError) -> ApiError {
+        match e {
+            WriteError::Closed => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                code::SHUTTING_DOWN,
+                e.to_string(),
+            ),
+            WriteError::Sqlite(_) => ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                code::STORE_FAILED,
+                e.to_string(),
+            ),
+        }
+    }
+}
+
+async fn not_found() -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        code::NOT_FOUND,
+        "no such endpoint; this daemon speaks /v1 (see `nmemctl status` for versions)",
+    )
+}
+
+fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+/// Read the event headers a shim sends with every payload.
+pub fn raw_event(headers: &HeaderMap, body: Bytes) -> Result<RawEvent, ApiError> {
+    let bad = |m: String| ApiError::new(StatusCode::BAD_REQUEST, code::BAD_REQUEST, m);
+    let event_id = header(headers, wire::H_EVENT_ID)
+        .filter(|id| {
+            !id.is_empty()
+                && id.len() <= 64
+                && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        })
+        .ok_or_else(|| {
+            bad(format!(
+                "`{}` must be 1-64 letters, digits or dashes",
+                wire::H_EVENT_ID
+            ))
+        })?;
+    let received_at = match header(headers, wire::H_RECEIVED_AT) {
+        None => nmem_proto::now_ms(),
+        Some(v) => v.parse::<i64>().map_err(|_| {
+            bad(format!(
+                "`{}` must be Unix milliseconds",
+                wire::H_RECEIVED_AT
+            ))
+        })?,
+    };
+    let harness = match header(headers, wire::H_HARNESS) {
+        None => Harness::ClaudeCode,
+        Some(h) => Harness::parse(h).ok_or_else(|| {
+            bad(format!(
+                "unknown harness `{h}`: one of claude-code, codex, codex-notify, gemini, cursor"
+            ))
+        })?,
+    };
+    Ok(RawEvent {
+        event_id: event_id.to_string(),
+        received_at,
+        harness,
+        payload: body.to_vec(),
+    })
+}
+
+async fn record(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Json<RecordReply>, ApiError> {
+    let raw = raw_event(&headers, body)?;
+    let prepared = app.ingest.prepare(&raw).map_err(|e| {
+        crate::stats::Stats::add(&app.stats.rejected, 1);
+        ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            code::INVALID_PAYLOAD,
+            e.to_string(),
+        )
+    })?;
+    let Some(prepared) = prepared else {
+        return Ok(Json(RecordReply {
+            outcome: RecordOutcome::Ignored,
+            kind: None,
+            id: None,
+            output: None,
+        }));
+    };
+    let start = (prepared.event == Event::SessionStart).then(|| {
+        (
+            prepared.harness,
+            prepared.project.clone(),
+            prepared.session_id.clone(),
+            match &prepared.effect {
+                crate::ingest::SessionEffect::Start { source, .. } => source.clone(),
+                _ => String::new(),
+            },
+        )
+    });
+    let applied = app.writer.submit(prepared).await?;
+    let output = match start {
+        Some((harness, project, session, source)) => {
+            crate::context::session_start_output(&app, harness, &project, &session, &source).await
+        }
+        None => None,
+    };
+    Ok(Json(RecordReply {
+        outcome: applied.outcome,
+        kind: applied.kind.map(str::to_string),
+        id: applied.id,
+        output,
+    }))
+}
+
+async fn health(State(app): State<Arc<App>>) -> Json<wire::Health> {
+    Json(wire::Health {
+        ok: true,
+        version: nmem_proto::VERSION.to_string(),
+        protocol: nmem_proto::PROTOCOL,
+        pid: std::process::id(),
+        uptime_s: app.started.elapsed().as_secs(),
+    })
+}
+
+async fn status(State(app): State<Arc<App>>) -> Result<Json<wire::Status>, ApiError> {
+    let s = crate::app::status(&app)
+        .await
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, code::INTERNAL, e))?;
+    Ok(Json(s))
+}

@@ -1,0 +1,42 @@
+//! Counters shown by `nmemctl status`.
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Mutex;
+
+#[derive(Default)]
+pub struct Stats {
+    pub events_recorded: AtomicU64,
+    pub duplicates: AtomicU64,
+    pub dedup_hits: AtomicU64,
+    pub redactions: AtomicU64,
+    pub spool_drained: AtomicU64,
+    pub spool_corrupt: AtomicU64,
+    pub rejected: AtomicU64,
+    pub commits: AtomicU64,
+    /// Time the writer spent in transactions, in microseconds.
+    pub commit_micros: AtomicU64,
+    /// Events handled by the writer (stored or not).
+    pub events_written: AtomicU64,
+    last_error: Mutex<Option<String>>,
+}
+
+impl Stats {
+    pub fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Relaxed);
+    }
+
+    pub fn get(counter: &AtomicU64) -> u64 {
+        counter.load(Relaxed)
+    }
+
+    /// Remember the latest error for status (and log it).
+    pub fn error(&self, msg: impl Into<String>) {
+        let msg = msg.into();
+        tracing::error!("{msg}");
+        *self.last_error.lock().unwrap() = Some(msg);
+    }
+
+    pub fn last_error(&self) -> Option<String> {
+        self.last_error.lock().unwrap().clone()
+    }
+}

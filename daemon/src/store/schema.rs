@@ -1,0 +1,154 @@
+//! Opening the database: PRAGMAs, `auto_vacuum` on a new file, migrations, and refusing a file
+//! written by a newer nmem.
+
+use rusqlite::{Connection, OpenFlags};
+use rusqlite_migration::{Migrations, M};
+use std::path::Path;
+
+const MIGRATION_SQL: &[&str] = &[include_str!("../../../migrations/001_initial.sql")];
+
+/// The schema version this build writes (`PRAGMA user_version` after migrating).
+pub const SCHEMA_VERSION: u32 = MIGRATION_SQL.len() as u32;
+
+fn migrations() -> Migrations<'static> {
+    Migrations::new(MIGRATION_SQL.iter().map(|sql| M::up(sql)).collect())
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error(
+        "{path} was written by a newer nmem (schema version {found}, this build knows up to \
+         {known}); it was not modified. Upgrade nmem, or point NMEM_DB at another file."
+    )]
+    TooNew {
+        path: String,
+        found: u32,
+        known: u32,
+    },
+    #[error("cannot open the database {path}: {source}")]
+    Sqlite {
+        path: String,
+        #[source]
+        source: rusqlite::Error,
+    },
+    #[error("cannot migrate the database {path}: {source}")]
+    Migrate {
+        path: String,
+        #[source]
+        source: rusqlite_migration::Error,
+    },
+}
+
+/// Open the single write connection, creating and migrating the file as needed.
+pub fn open_writer(path: &Path) -> Result<Connection, OpenError> {
+    let p = path.display().to_string();
+    let sql = |source| OpenError::Sqlite {
+        path: p.clone(),
+        source,
+    };
+    let mut conn = Connection::open(path).map_err(sql)?;
+    conn.busy_timeout(std::time::Duration::from_secs(5))
+        .map_err(sql)?;
+    // Refuse a newer file before anything (even the journal mode) is changed.
+    let found: u32 = conn
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .map_err(sql)?;
+    if found > SCHEMA_VERSION {
+        return Err(OpenError::TooNew {
+            path: p,
+            found,
+            known: SCHEMA_VERSION,
+        });
+    }
+    let pages: i64 = conn
+        .pragma_query_value(None, "page_count", |r| r.get(0))
+        .map_err(sql)?;
+    if pages == 0 {
+        // Only takes effect on an empty file, before the first table and before WAL, and not
+        // inside a transaction (where migrations run).
+        conn.pragma_update(None, "auto_vacuum", "INCREMENTAL")
+            .map_err(sql)?;
+    }
+    conn.pragma_update(None, "journal_mode", "WAL")
+        .map_err(sql)?;
+    conn.execute_batch(
+        "PRAGMA synchronous = NORMAL;
+         PRAGMA temp_store = MEMORY;
+         PRAGMA foreign_keys = ON;
+         PRAGMA cache_size = -8192;",
+    )
+    .map_err(sql)?;
+    migrations()
+        .to_latest(&mut conn)
+        .map_err(|source| OpenError::Migrate {
+            path: p.clone(),
+            source,
+        })?;
+    Ok(conn)
+}
+
+/// A read-only connection for queries.
+pub fn open_reader(path: &Path) -> rusqlite::Result<Connection> {
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_ONLY
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX
+            | OpenFlags::SQLITE_OPEN_URI,
+    )?;
+    conn.busy_timeout(std::time::Duration::from_secs(5))?;
+    conn.execute_batch("PRAGMA temp_store = MEMORY; PRAGMA cache_size = -4096;")?;
+    Ok(conn)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn temp_db(name: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("nmem-schema-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir.join("nmem.db")
+    }
+
+    #[test]
+    fn migrations_are_valid() {
+        migrations().validate().unwrap();
+    }
+
+    #[test]
+    fn new_file_gets_incremental_vacuum_and_wal() {
+        let db = temp_db("new");
+        let conn = open_writer(&db).unwrap();
+        let av: i64 = conn
+            .pragma_query_value(None, "auto_vacuum", |r| r.get(0))
+            .unwrap();
+        assert_eq!(av, 2, "auto_vacuum must be INCREMENTAL (2)");
+        let jm: String = conn
+            .pragma_query_value(None, "journal_mode", |r| r.get(0))
+            .unwrap();
+        assert_eq!(jm, "wal");
+        let v: u32 = conn
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .unwrap();
+        assert_eq!(v, SCHEMA_VERSION);
+        drop(conn);
+        // Reopening an existing file is fine and changes nothing.
+        open_writer(&db).unwrap();
+    }
+
+    #[test]
+    fn newer_file_is_refused_untouched() {
+        let db = temp_db("newer");
+        {
+            let c = Connection::open(&db).unwrap();
+            c.execute_batch("CREATE TABLE t(x); PRAGMA user_version = 99;")
+                .unwrap();
+        }
+        let before = std::fs::read(&db).unwrap();
+        let err = open_writer(&db).unwrap_err();
+        assert!(matches!(err, OpenError::TooNew { found: 99, .. }), "{err}");
+        assert!(err.to_string().contains("newer nmem"));
+        assert_eq!(std::fs::read(&db).unwrap(), before);
+    }
+}

@@ -1,0 +1,428 @@
+//! The single writer: one thread owns the only write connection.
+//!
+//! Group commit: the thread takes whatever is queued (up to [`MAX_BATCH`]) and stores it in one
+//! IMMEDIATE transaction, each event under its own savepoint so one bad event cannot spoil the
+//! others. Every event is acknowledged only after that transaction has committed. The queue is
+//! bounded; its depth is visible in status. The in-memory dedup cache lives here too, since only
+//! the writer decides what is stored.
+
+use crate::dedup::Dedup;
+use crate::ingest::{Prepared, Record, SessionEffect};
+use crate::stats::Stats;
+use nmem_proto::wire::RecordOutcome;
+use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
+use std::sync::Arc;
+use tokio::sync::{mpsc, oneshot};
+
+pub const MAX_BATCH: usize = 1024;
+
+/// The result of storing one event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Applied {
+    pub outcome: RecordOutcome,
+    pub kind: Option<&'static str>,
+    pub id: Option<i64>,
+}
+
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum WriteError {
+    #[error("the writer has stopped (nmemd is shutting down)")]
+    Closed,
+    #[error("could not store the event: {0}")]
+    Sqlite(String),
+}
+
+/// Work run on the write connection, in queue order.
+type WriteFn = Box<dyn FnOnce(&mut Connection) -> Result<String, String> + Send>;
+
+enum Job {
+    Event(Box<Prepared>, oneshot::Sender<Result<Applied, WriteError>>),
+    /// Run a closure on the write connection (maintenance, checkpoints).
+    Exec(WriteFn, oneshot::Sender<Result<String, String>>),
+    /// Finish what is queued before this, checkpoint, and stop.
+    Shutdown,
+}
+
+#[derive(Clone)]
+pub struct Writer {
+    tx: mpsc::Sender<Job>,
+    capacity: usize,
+}
+
+impl Writer {
+    /// Start the writer thread on `conn`.
+    pub fn spawn(
+        conn: Connection,
+        capacity: usize,
+        dedup: Dedup,
+        stats: Arc<Stats>,
+    ) -> (Writer, std::thread::JoinHandle<()>) {
+        let (tx, rx) = mpsc::channel(capacity);
+        let handle = std::thread::Builder::new()
+            .name("nmem-writer".into())
+            .spawn(move || run(conn, rx, dedup, stats))
+            .expect("spawn writer thread");
+        (Writer { tx, capacity }, handle)
+    }
+
+    /// Queue an event; the receiver resolves after its transaction committed.
+    pub async fn enqueue(
+        &self,
+        ev: Prepared,
+    ) -> Result<oneshot::Receiver<Result<Applied, WriteError>>, WriteError> {
+        let (reply, rx) = oneshot::channel();
+        self.tx
+            .send(Job::Event(Box::new(ev), reply))
+            .await
+            .map_err(|_| WriteError::Closed)?;
+        Ok(rx)
+    }
+
+    /// Store one event and wait for its commit.
+    pub async fn submit(&self, ev: Prepared) -> Result<Applied, WriteError> {
+        let rx = self.enqueue(ev).await?;
+        rx.await.map_err(|_| WriteError::Closed)?
+    }
+
+    /// Run `f` on the write connection, in queue order.
+    pub async fn exec(
+        &self,
+        f: impl FnOnce(&mut Connection) -> Result<String, String> + Send + 'static,
+    ) -> Result<String, String> {
+        let (reply, rx) = oneshot::channel();
+        self.tx
+            .send(Job::Exec(Box::new(f), reply))
+            .await
+            .map_err(|_| WriteError::Closed.to_string())?;
+        rx.await.map_err(|_| WriteError::Closed.to_string())?
+    }
+
+    /// Ask the writer to finish the queue, checkpoint and stop.
+    pub async fn shutdown(&self) {
+        let _ = self.tx.send(Job::Shutdown).await;
+    }
+
+    pub fn depth(&self) -> usize {
+        self.capacity - self.tx.capacity()
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+}
+
+fn run(mut conn: Connection, mut rx: mpsc::Receiver<Job>, mut dedup: Dedup, stats: Arc<Stats>) {
+    let mut batch = Vec::with_capacity(MAX_BATCH);
+    let mut stop = false;
+    // Rows committed since the full-text index last caught up (an estimate, for load).
+    let mut unindexed: u64 = u64::MAX; // unknown at start: catch up once idle
+    while !stop {
+        let Some(first) = rx.blocking_recv() else {
+            break;
+        };
+        let mut next = Some(first);
+        while let Some(job) = next.take() {
+            match job {
+                Job::Event(ev, reply) => batch.push((ev, reply)),
+                Job::Exec(f, reply) => {
+                    // Keep queue order: commit what came before, then run it alone.
+                    commit_batch(&mut conn, &mut batch, &mut dedup, &stats);
+                    let _ = reply.send(f(&mut conn));
+                }
+                Job::Shutdown => {
+                    stop = true;
+                    break;
+                }
+            }
+            if batch.len() < MAX_BATCH {
+                next = rx.try_recv().ok();
+            }
+        }
+        unindexed = unindexed.saturating_add(batch.len() as u64);
+        commit_batch(&mut conn, &mut batch, &mut dedup, &stats);
+        // Index what was committed once the queue is empty, or in bulk under sustained load.
+        if !stop && (rx.is_empty() || unindexed >= super::fts::INDEX_UNDER_LOAD) {
+            match super::fts::index_pending(&mut conn) {
+                Ok(n) if n < super::fts::CHUNK as u64 => unindexed = 0,
+                Ok(_) => {}
+                Err(e) => stats.error(format!("full-text indexing failed (retried later): {e}")),
+            }
+        }
+    }
+    if let Err(e) = super::fts::index_all(&mut conn) {
+        stats.error(format!("full-text indexing at shutdown failed: {e}"));
+    }
+    // Nothing more will be accepted: fail whatever raced in after the shutdown request, so its
+    // shim spools it, then fold the WAL back into the database.
+    rx.close();
+    while let Ok(job) = rx.try_recv() {
+        if let Job::Event(_, reply) = job {
+            let _ = reply.send(Err(WriteError::Closed));
+        }
+    }
+    if let Err(e) = conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE);") {
+        stats.error(format!("final WAL checkpoint failed: {e}"));
+    }
+    tracing::info!("writer stopped");
+}
+
+type Pending = (Box<Prepared>, oneshot::Sender<Result<Applied, WriteError>>);
+
+fn commit_batch(conn: &mut Connection, batch: &mut Vec<Pending>, dedup: &mut Dedup, stats: &Stats) {
+    if batch.is_empty() {
+        return;
+    }
+    let started = std::time::Instant::now();
+    let result = (|| -> rusqlite::Result<Vec<Result<Applied, WriteError>>> {
+        let mut tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let mut results = Vec::with_capacity(batch.len());
+        let mut staged = Vec::new();
+        for (ev, _) in batch.iter() {
+            let mut sp = tx.savepoint()?;
+            match apply(&sp, ev, dedup, &staged) {
+                Ok((applied, key)) => {
+                    sp.commit()?;
+                    if let Some(k) = key {
+                        staged.push(k);
+                    }
+                    results.push(Ok(applied));
+                }
+                Err(e) => {
+                    sp.rollback()?;
+                    drop(sp);
+                    results.push(Err(WriteError::Sqlite(e.to_string())));
+                }
+            }
+        }
+        tx.commit()?;
+        // The dedup cache learns only what really committed.
+        for (key, t) in staged {
+            dedup.remember(key, t);
+        }
+        Ok(results)
+    })();
+    match result {
+        Ok(results) => {
+            Stats::add(&stats.commits, 1);
+            Stats::add(&stats.commit_micros, started.elapsed().as_micros() as u64);
+            Stats::add(&stats.events_written, results.len() as u64);
+            for ((ev, reply), res) in batch.drain(..).zip(results) {
+                match &res {
+                    Ok(a) => match a.outcome {
+                        RecordOutcome::Stored => {
+                            Stats::add(&stats.events_recorded, 1);
+                            Stats::add(&stats.redactions, ev.redactions as u64);
+                        }
+                        RecordOutcome::Duplicate => Stats::add(&stats.duplicates, 1),
+                        RecordOutcome::Deduplicated => Stats::add(&stats.dedup_hits, 1),
+                        RecordOutcome::Ignored => {}
+                    },
+                    Err(e) => stats.error(format!("event {} not stored: {e}", ev.event_id)),
+                }
+                let _ = reply.send(res);
+            }
+        }
+        Err(e) => {
+            stats.error(format!("commit of {} events failed: {e}", batch.len()));
+            for (_, reply) in batch.drain(..) {
+                let _ = reply.send(Err(WriteError::Sqlite(e.to_string())));
+            }
+        }
+    }
+}
+
+type DedupKey = (crate::dedup::Key, i64);
+
+/// Store one event inside the current savepoint.
+fn apply(
+    conn: &Connection,
+    ev: &Prepared,
+    dedup: &Dedup,
+    staged: &[DedupKey],
+) -> rusqlite::Result<(Applied, Option<DedupKey>)> {
+    let t = ev.received_at;
+    conn.prepare_cached(
+        "INSERT INTO sessions (id, harness, project, project_root, cwd, started_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT(id) DO NOTHING",
+    )?
+    .execute(params![
+        ev.session_id,
+        ev.harness.as_str(),
+        ev.project.name,
+        ev.project.root,
+        ev.cwd,
+        t
+    ])?;
+
+    let mut dedup_key = None;
+    let (kind, id) = match &ev.record {
+        Record::Nothing => {
+            return Ok((
+                Applied {
+                    outcome: RecordOutcome::Ignored,
+                    kind: None,
+                    id: None,
+                },
+                None,
+            ));
+        }
+        Record::Observation(o) => {
+            if let Some(key) = Dedup::key_for(&ev.session_id, o) {
+                if dedup.is_repeat(&key, t, staged) {
+                    return Ok((
+                        Applied {
+                            outcome: RecordOutcome::Deduplicated,
+                            kind: None,
+                            id: None,
+                        },
+                        None,
+                    ));
+                }
+                dedup_key = Some((key, t));
+            }
+            let metadata = (!o.metadata.is_empty())
+                .then(|| serde_json::Value::Object(o.metadata.clone()).to_string());
+            let n = conn
+                .prepare_cached(
+                    "INSERT OR IGNORE INTO observations
+                       (session_id, prompt_id, timestamp, obs_type, source_event, tool_name, file_path,
+                        rel_path, content, metadata, project, project_root, harness, event_id,
+                        tool_use_id, redacted)
+                     VALUES (?1,
+                       (SELECT id FROM prompts WHERE session_id = ?1 AND timestamp <= ?2
+                        ORDER BY timestamp DESC, id DESC LIMIT 1),
+                       ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+                )?
+                .execute(params![
+                    ev.session_id,
+                    t,
+                    o.obs_type,
+                    ev.event_name,
+                    o.tool_name,
+                    o.file_path,
+                    o.rel_path,
+                    o.content,
+                    metadata,
+                    ev.project.name,
+                    ev.project.root,
+                    ev.harness.as_str(),
+                    ev.event_id,
+                    o.tool_use_id,
+                    (ev.redactions > 0) as i64,
+                ])?;
+            ("observation", (n > 0).then(|| conn.last_insert_rowid()))
+        }
+        Record::Prompt(p) => {
+            let n = conn
+                .prepare_cached(
+                    "INSERT OR IGNORE INTO prompts
+                       (session_id, timestamp, source, content, project, harness, event_id, prompt_uid, redacted)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                )?
+                .execute(params![
+                    ev.session_id,
+                    t,
+                    p.source,
+                    p.content,
+                    ev.project.name,
+                    ev.harness.as_str(),
+                    ev.event_id,
+                    p.prompt_uid,
+                    (ev.redactions > 0) as i64,
+                ])?;
+            ("prompt", (n > 0).then(|| conn.last_insert_rowid()))
+        }
+    };
+    let Some(id) = id else {
+        return Ok((
+            Applied {
+                outcome: RecordOutcome::Duplicate,
+                kind: Some(kind),
+                id: None,
+            },
+            None,
+        ));
+    };
+    apply_effect(conn, ev)?;
+    Ok((
+        Applied {
+            outcome: RecordOutcome::Stored,
+            kind: Some(kind),
+            id: Some(id),
+        },
+        dedup_key,
+    ))
+}
+
+fn apply_effect(conn: &Connection, ev: &Prepared) -> rusqlite::Result<()> {
+    let t = ev.received_at;
+    match &ev.effect {
+        SessionEffect::None => {}
+        SessionEffect::Start {
+            source,
+            model,
+            title,
+            transcript_path,
+        } => {
+            conn.prepare_cached(
+                "UPDATE sessions SET start_source = COALESCE(start_source, ?2), last_source = ?2,
+                   model = COALESCE(?3, model), title = COALESCE(?4, title),
+                   transcript_path = COALESCE(?5, transcript_path),
+                   started_at = MIN(started_at, ?6)
+                 WHERE id = ?1",
+            )?
+            .execute(params![
+                ev.session_id,
+                source,
+                model,
+                title,
+                transcript_path,
+                t
+            ])?;
+        }
+        SessionEffect::Compaction => {
+            conn.prepare_cached("UPDATE sessions SET compactions = compactions + 1 WHERE id = ?1")?
+                .execute(params![ev.session_id])?;
+        }
+        SessionEffect::TurnEnd => update_signature(conn, &ev.session_id)?,
+        SessionEffect::End { reason } => {
+            conn.prepare_cached("UPDATE sessions SET ended_at = MAX(COALESCE(ended_at, 0), ?2), end_reason = ?3 WHERE id = ?1")?
+                .execute(params![ev.session_id, t, reason])?;
+            update_signature(conn, &ev.session_id)?;
+        }
+    }
+    Ok(())
+}
+
+/// The session's signature: how many observations of each type it has.
+fn update_signature(conn: &Connection, session_id: &str) -> rusqlite::Result<()> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT obs_type, COUNT(*) FROM observations WHERE session_id = ?1 GROUP BY obs_type ORDER BY obs_type",
+    )?;
+    let mut sig = serde_json::Map::new();
+    let rows = stmt.query_map([session_id], |r| {
+        Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?))
+    })?;
+    for row in rows {
+        let (k, n) = row?;
+        sig.insert(k, n.into());
+    }
+    conn.prepare_cached("UPDATE sessions SET signature = ?2 WHERE id = ?1")?
+        .execute(params![
+            session_id,
+            serde_json::Value::Object(sig).to_string()
+        ])?;
+    Ok(())
+}
+
+/// The session a given event id was stored in, if any (used by tests and status).
+pub fn event_stored(conn: &Connection, event_id: &str) -> rusqlite::Result<bool> {
+    Ok(conn
+        .query_row(
+            "SELECT 1 FROM observations WHERE event_id = ?1 UNION ALL SELECT 1 FROM prompts WHERE event_id = ?1 LIMIT 1",
+            [event_id],
+            |_| Ok(()),
+        )
+        .optional()?
+        .is_some())
+}

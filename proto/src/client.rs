@@ -1,0 +1,326 @@
+//! A minimal HTTP/1.1 client over the daemon's Unix socket, with one deadline for the whole
+//! exchange. Std and libc only: `nmem record` runs it on every tool call, and an async runtime
+//! or a general HTTP stack would cost more than the exchange itself.
+//!
+//! The connect never blocks: a daemon whose accept backlog is full counts as unavailable, so the
+//! caller spools instead of waiting.
+
+use std::io::{self, Read, Write};
+use std::os::fd::FromRawFd;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+#[derive(Debug)]
+pub struct Response {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Response {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// Connect without blocking: fails at once if nobody listens or the backlog is full.
+pub fn connect(socket: &Path) -> io::Result<UnixStream> {
+    let bytes = socket.as_os_str().as_bytes();
+    // SAFETY: plain socket syscalls on a zeroed sockaddr_un whose path fits (checked).
+    unsafe {
+        let mut addr: libc::sockaddr_un = std::mem::zeroed();
+        if bytes.len() >= addr.sun_path.len() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "socket path is too long for a Unix socket: {}",
+                    socket.display()
+                ),
+            ));
+        }
+        addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+        for (dst, src) in addr.sun_path.iter_mut().zip(bytes) {
+            *dst = *src as libc::c_char;
+        }
+        let fd = libc::socket(
+            libc::AF_UNIX,
+            libc::SOCK_STREAM | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK,
+            0,
+        );
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let stream = UnixStream::from_raw_fd(fd);
+        let len = (std::mem::size_of::<libc::sa_family_t>() + bytes.len() + 1) as libc::socklen_t;
+        if libc::connect(fd, &addr as *const _ as *const libc::sockaddr, len) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        stream.set_nonblocking(false)?;
+        Ok(stream)
+    }
+}
+
+/// One request, one reply, all within `deadline`, on a fresh connection closed afterwards.
+pub fn call(
+    socket: &Path,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+    deadline: Duration,
+) -> io::Result<Response> {
+    let start = Instant::now();
+    let mut conn = Conn {
+        stream: connect(socket)?,
+        keep_alive: false,
+    };
+    conn.request_within(method, path, headers, body, start, deadline)
+}
+
+/// A kept-alive connection, for clients that make many requests (load generators, the MCP
+/// server). The hook uses [`call`] instead: one request per process.
+pub struct Conn {
+    stream: UnixStream,
+    keep_alive: bool,
+}
+
+impl Conn {
+    pub fn open(socket: &Path) -> io::Result<Conn> {
+        Ok(Conn {
+            stream: connect(socket)?,
+            keep_alive: true,
+        })
+    }
+
+    pub fn request(
+        &mut self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+        deadline: Duration,
+    ) -> io::Result<Response> {
+        self.request_within(method, path, headers, body, Instant::now(), deadline)
+    }
+
+    fn request_within(
+        &mut self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+        start: Instant,
+        deadline: Duration,
+    ) -> io::Result<Response> {
+        let remaining = || {
+            deadline
+                .checked_sub(start.elapsed())
+                .filter(|d| !d.is_zero())
+                .ok_or_else(|| {
+                    io::Error::new(io::ErrorKind::TimedOut, "nmemd did not answer in time")
+                })
+        };
+        let stream = &mut self.stream;
+        stream.set_write_timeout(Some(remaining()?))?;
+        let mut head = String::with_capacity(256);
+        head.push_str(method);
+        head.push(' ');
+        head.push_str(path);
+        head.push_str(if self.keep_alive {
+            " HTTP/1.1\r\nhost: nmemd\r\n"
+        } else {
+            " HTTP/1.1\r\nhost: nmemd\r\nconnection: close\r\n"
+        });
+        for (k, v) in headers {
+            head.push_str(k);
+            head.push_str(": ");
+            head.push_str(v);
+            head.push_str("\r\n");
+        }
+        if !body.is_empty() || method == "POST" {
+            head.push_str("content-type: application/json\r\ncontent-length: ");
+            head.push_str(&body.len().to_string());
+            head.push_str("\r\n");
+        }
+        head.push_str("\r\n");
+        if body.len() <= 16 * 1024 {
+            // One write for the common case: one syscall, one read for the daemon.
+            let mut buf = head.into_bytes();
+            buf.extend_from_slice(body);
+            stream.write_all(&buf)?;
+        } else {
+            stream.write_all(head.as_bytes())?;
+            stream.write_all(body)?;
+        }
+
+        let mut buf = Vec::with_capacity(1024);
+        let mut chunk = [0u8; 8192];
+        let header_end = loop {
+            stream.set_read_timeout(Some(remaining()?))?;
+            let n = read_some(stream, &mut chunk)?;
+            if n == 0 {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "nmemd closed the connection before replying",
+                ));
+            }
+            buf.extend_from_slice(&chunk[..n]);
+            if let Some(i) = find(&buf, b"\r\n\r\n") {
+                break i + 4;
+            }
+            if buf.len() > 64 * 1024 {
+                return Err(bad("reply headers are too large"));
+            }
+        };
+        let head = std::str::from_utf8(&buf[..header_end])
+            .map_err(|_| bad("reply headers are not UTF-8"))?;
+        let mut lines = head.split("\r\n");
+        let status_line = lines.next().unwrap_or_default();
+        let status: u16 = status_line
+            .split(' ')
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| bad("no status in the reply"))?;
+        let mut headers = Vec::new();
+        let mut content_length = None;
+        let mut chunked = false;
+        for line in lines.filter(|l| !l.is_empty()) {
+            let Some((k, v)) = line.split_once(':') else {
+                continue;
+            };
+            let (k, v) = (k.trim(), v.trim());
+            if k.eq_ignore_ascii_case("content-length") {
+                content_length = v.parse::<usize>().ok();
+            } else if k.eq_ignore_ascii_case("transfer-encoding")
+                && v.eq_ignore_ascii_case("chunked")
+            {
+                chunked = true;
+            }
+            headers.push((k.to_ascii_lowercase(), v.to_string()));
+        }
+        let mut body = buf.split_off(header_end);
+        loop {
+            if let Some(n) = content_length {
+                if body.len() >= n {
+                    body.truncate(n);
+                    break;
+                }
+            } else if chunked && body.ends_with(b"0\r\n\r\n") {
+                break;
+            }
+            stream.set_read_timeout(Some(remaining()?))?;
+            let n = read_some(stream, &mut chunk)?;
+            if n == 0 {
+                if content_length.is_some() || chunked {
+                    return Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "reply was cut short",
+                    ));
+                }
+                break;
+            }
+            body.extend_from_slice(&chunk[..n]);
+        }
+        if chunked {
+            body = dechunk(&body)?;
+        }
+        Ok(Response {
+            status,
+            headers,
+            body,
+        })
+    }
+}
+
+fn read_some(stream: &mut UnixStream, buf: &mut [u8]) -> io::Result<usize> {
+    loop {
+        match stream.read(buf) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "nmemd did not answer in time",
+                ))
+            }
+            other => return other,
+        }
+    }
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+fn bad(msg: &str) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, msg.to_string())
+}
+
+fn dechunk(mut data: &[u8]) -> io::Result<Vec<u8>> {
+    let mut out = Vec::with_capacity(data.len());
+    loop {
+        let eol = find(data, b"\r\n").ok_or_else(|| bad("bad chunked reply"))?;
+        let size_str = std::str::from_utf8(&data[..eol]).map_err(|_| bad("bad chunk size"))?;
+        let size = usize::from_str_radix(size_str.split(';').next().unwrap_or("").trim(), 16)
+            .map_err(|_| bad("bad chunk size"))?;
+        data = &data[eol + 2..];
+        if size == 0 {
+            return Ok(out);
+        }
+        if data.len() < size + 2 {
+            return Err(bad("chunked reply was cut short"));
+        }
+        out.extend_from_slice(&data[..size]);
+        data = &data[size + 2..];
+    }
+}
+
+/// A fresh event id: 128 bits from the clock, the pid and the kernel's random source, as hex.
+pub fn new_event_id() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    let mut rnd = [0u8; 8];
+    // SAFETY: getrandom writes at most rnd.len() bytes into rnd.
+    let got = unsafe { libc::getrandom(rnd.as_mut_ptr().cast(), rnd.len(), libc::GRND_NONBLOCK) };
+    let mut r = u64::from_ne_bytes(rnd);
+    if got != rnd.len() as isize {
+        // No entropy yet (early boot): the pid and a stack address still separate invocations.
+        r ^= (&rnd as *const _ as u64).rotate_left(17);
+    }
+    let pid = std::process::id() as u64;
+    format!("{nanos:016x}{:016x}", r ^ (pid << 40))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dechunks() {
+        assert_eq!(
+            dechunk(b"3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n").unwrap(),
+            b"abcde"
+        );
+    }
+
+    #[test]
+    fn event_ids_are_unique_and_hex() {
+        let a = new_event_id();
+        let b = new_event_id();
+        assert_ne!(a, b);
+        assert_eq!(a.len(), 32);
+        assert!(a.bytes().all(|c| c.is_ascii_hexdigit()));
+    }
+
+    #[test]
+    fn connect_to_nothing_fails_fast() {
+        let p = std::env::temp_dir().join("nmem-no-such-socket");
+        assert!(connect(&p).is_err());
+    }
+}

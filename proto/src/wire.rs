@@ -1,0 +1,119 @@
+//! The daemon's HTTP/JSON API, version 1.
+//!
+//! Every reply carries [`H_VERSION`] and [`H_PROTOCOL`] headers; errors are
+//! `{"code": …, "message": …}` with a proper HTTP status.
+//!
+//! | method and path | body | reply |
+//! |---|---|---|
+//! | `POST /v1/events` | the raw hook payload; headers [`H_EVENT_ID`], [`H_RECEIVED_AT`], [`H_HARNESS`] | [`RecordReply`], sent after the commit |
+//! | `GET /v1/health` | | [`Health`] |
+//! | `GET /v1/status` | | [`Status`] |
+
+use serde::{Deserialize, Serialize};
+
+pub const PATH_EVENTS: &str = "/v1/events";
+pub const PATH_HEALTH: &str = "/v1/health";
+pub const PATH_STATUS: &str = "/v1/status";
+
+/// Unique per `nmem record` invocation; makes a replay from the spool idempotent.
+pub const H_EVENT_ID: &str = "x-nmem-event-id";
+/// When the shim received the event, in Unix milliseconds; becomes the observation's time.
+pub const H_RECEIVED_AT: &str = "x-nmem-received-at";
+/// The harness the payload comes from (see [`crate::harness::Harness`]).
+pub const H_HARNESS: &str = "x-nmem-harness";
+/// The daemon's version, on every reply.
+pub const H_VERSION: &str = "x-nmem-version";
+/// The daemon's protocol number, on every reply.
+pub const H_PROTOCOL: &str = "x-nmem-protocol";
+
+/// What happened to a recorded event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RecordOutcome {
+    /// Committed as a new observation or prompt (or a session change).
+    Stored,
+    /// This event id (or tool call) was stored before: nothing changed.
+    Duplicate,
+    /// A repeat of a recent read or search: counted, not stored again.
+    Deduplicated,
+    /// Valid, but nmem stores nothing for it.
+    Ignored,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RecordReply {
+    pub outcome: RecordOutcome,
+    /// `observation` or `prompt` when something was stored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<i64>,
+    /// What the shim prints on stdout for the harness (the SessionStart digest, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ErrorBody {
+    pub code: String,
+    pub message: String,
+}
+
+/// Error codes of the API.
+pub mod code {
+    pub const BAD_REQUEST: &str = "bad_request";
+    pub const INVALID_PAYLOAD: &str = "invalid_payload";
+    pub const NOT_FOUND: &str = "not_found";
+    pub const SHUTTING_DOWN: &str = "shutting_down";
+    pub const STORE_FAILED: &str = "store_failed";
+    pub const INTERNAL: &str = "internal";
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Health {
+    pub ok: bool,
+    pub version: String,
+    pub protocol: u32,
+    pub pid: u32,
+    pub uptime_s: u64,
+}
+
+/// `nmemctl status --json`: the daemon's own view, or (when it is down) what the files say.
+#[derive(Debug, Clone, Serialize, Deserialize, Default)]
+pub struct Status {
+    pub running: bool,
+    pub version: Option<String>,
+    pub protocol: Option<u32>,
+    pub pid: Option<u32>,
+    pub uptime_s: Option<u64>,
+    pub socket: String,
+    pub db_path: String,
+    pub db_bytes: u64,
+    pub wal_bytes: u64,
+    pub queue_depth: u64,
+    pub queue_capacity: u64,
+    pub spool_backlog: u64,
+    pub spool_oldest_age_s: Option<u64>,
+    pub spool_drained: u64,
+    pub spool_corrupt: u64,
+    pub spool_dropped: u64,
+    pub sessions: u64,
+    pub prompts: u64,
+    pub observations: u64,
+    pub events_recorded: u64,
+    /// Group commits so far, the events they carried, and the writer's time in them.
+    #[serde(default)]
+    pub commits: u64,
+    #[serde(default)]
+    pub events_written: u64,
+    #[serde(default)]
+    pub commit_micros: u64,
+    pub duplicates: u64,
+    pub dedup_hits: u64,
+    pub redactions: u64,
+    pub schema_version: Option<u32>,
+    pub last_error: Option<String>,
+    /// Problems that need a person, each saying what to do. Empty when healthy.
+    #[serde(default)]
+    pub degraded: Vec<String>,
+}

@@ -1,0 +1,219 @@
+//! `nmem record`: the hook handler, run by the harness on every tool call.
+//!
+//! It must cost the agent nothing it can feel and never lose what it was given:
+//!
+//! 1. Read the payload (stdin; Codex's `notify` passes it as the last argument). Payloads over
+//!    1 MiB are streamed through [`crate::elide`] so long strings become short markers.
+//! 2. Validate the minimum (`nmem_proto::harness`). Malformed: exit 1, one line on stderr,
+//!    nothing stored. An event nmem stores nothing for: exit 0 at once.
+//! 3. Forward the raw bytes with an event id and the receive time, under a hard deadline.
+//! 4. No acknowledgement (no daemon, refused, timeout, error): write the event to the spool,
+//!    start `nmemd` in the background, print nothing, exit 0.
+//!
+//! Never exit 2: Claude Code treats it as "block" or feeds stderr to the model.
+
+use nmem_proto::harness::{self, Event, Harness};
+use nmem_proto::paths::Paths;
+use nmem_proto::{client, spool, wire};
+use std::io::{Read, Write};
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// Payloads up to this size are forwarded byte for byte.
+const ORDINARY: usize = 1024 * 1024;
+/// Deadline for connect + reply on ordinary events.
+const DEADLINE_MS: u64 = 100;
+/// SessionStart waits a little longer: the daemon builds the digest before replying.
+const SESSION_START_DEADLINE_MS: u64 = 500;
+
+pub const USAGE: &str = "\
+nmem record: the hook handler. Reads one hook payload on stdin and hands it to nmemd.
+
+Usage: nmem record [--harness claude-code|codex|codex-notify|gemini|cursor] [PAYLOAD]
+
+  --harness H   which harness sends the payload (default: claude-code). codex-notify takes the
+                payload as the last argument, as Codex's `notify` setting passes it.
+
+Exit status: 0 when the event is stored or spooled (or nmem stores nothing for it); 1 when the
+payload is malformed (one line on stderr, nothing stored). Never 2.
+
+Environment: NMEM_HOME, NMEM_SOCKET (where nmemd listens), NMEM_NO_AUTOSTART=1 (spool without
+starting nmemd), NMEM_TIMEOUT_MS (deadline for the daemon's reply).";
+
+pub fn main(args: &[String]) -> ExitCode {
+    let mut harness = Harness::ClaudeCode;
+    let mut positional = None;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let value = if a == "--harness" || a == "--from" {
+            match it.next() {
+                Some(v) => Some(v.as_str()),
+                None => {
+                    return fail(&format!(
+                        "`{a}` needs a value: claude-code, codex, codex-notify, gemini or cursor"
+                    ))
+                }
+            }
+        } else {
+            a.strip_prefix("--harness=")
+                .or_else(|| a.strip_prefix("--from="))
+        };
+        match value {
+            Some(v) => match Harness::parse(v) {
+                Some(h) => harness = h,
+                None => {
+                    return fail(&format!(
+                    "unknown harness `{v}`: use claude-code, codex, codex-notify, gemini or cursor"
+                ))
+                }
+            },
+            None if a.starts_with("--") => {
+                return fail(&format!("unknown option `{a}`; see `nmem record --help`"))
+            }
+            None => positional = Some(a.clone()),
+        }
+    }
+
+    let received_at = nmem_proto::now_ms();
+    let payload = match (harness, positional) {
+        (Harness::CodexNotify, Some(json)) => json.into_bytes(),
+        (Harness::CodexNotify, None) => {
+            return fail("codex-notify passes its JSON as the last argument, and there is none")
+        }
+        (_, Some(arg)) => {
+            return fail(&format!(
+                "unexpected argument `{arg}`: the payload comes on stdin"
+            ))
+        }
+        (_, None) => match read_stdin() {
+            Ok(Some(p)) => p,
+            Ok(None) => return ExitCode::SUCCESS, // too large: dropped and counted
+            Err(e) => return fail(&format!("cannot read the hook payload from stdin: {e}")),
+        },
+    };
+
+    let value = match harness::parse(&payload) {
+        Ok(v) => v,
+        Err(e) => return fail(&e.to_string()),
+    };
+    let env = match harness::envelope(harness, &value) {
+        Ok(env) => env,
+        Err(e) => return fail(&e.to_string()),
+    };
+    let Some(event) = env.event else {
+        return ExitCode::SUCCESS;
+    };
+    let cursor_prompt = harness == Harness::Cursor && event == Event::UserPrompt;
+
+    let paths = Paths::from_env();
+    let event_id = client::new_event_id();
+    let received = received_at.to_string();
+    let deadline = std::env::var("NMEM_TIMEOUT_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(if event == Event::SessionStart {
+            SESSION_START_DEADLINE_MS
+        } else {
+            DEADLINE_MS
+        });
+    let reply = client::call(
+        &paths.socket,
+        "POST",
+        wire::PATH_EVENTS,
+        &[
+            (wire::H_EVENT_ID, &event_id),
+            (wire::H_RECEIVED_AT, &received),
+            (wire::H_HARNESS, harness.as_str()),
+        ],
+        &payload,
+        Duration::from_millis(deadline),
+    );
+    let mut printed = false;
+    match reply {
+        Ok(r) if r.status == 200 => {
+            if let Ok(rep) = serde_json::from_slice::<wire::RecordReply>(&r.body) {
+                if let Some(out) = rep.output {
+                    printed = print(&out);
+                }
+            }
+        }
+        Ok(r) if r.status == 422 => {
+            // The daemon judged the payload malformed: nothing was stored, and spooling it would
+            // only move it to the corrupt folder later.
+            let msg = serde_json::from_slice::<wire::ErrorBody>(&r.body)
+                .map(|e| e.message)
+                .unwrap_or_else(|_| "the daemon rejected the payload".into());
+            return fail(&msg);
+        }
+        other => {
+            let not_running = matches!(&other, Err(e) if matches!(e.kind(),
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused));
+            spool_event(&paths, &event_id, received_at, harness, &payload);
+            if not_running {
+                crate::autostart::start_daemon(&paths);
+            }
+        }
+    }
+    if cursor_prompt && !printed {
+        // Cursor waits for a verdict on beforeSubmitPrompt.
+        print(r#"{"continue":true}"#);
+    }
+    ExitCode::SUCCESS
+}
+
+/// The payload, or `None` when it was too large to keep (dropped and counted).
+fn read_stdin() -> std::io::Result<Option<Vec<u8>>> {
+    let mut stdin = std::io::stdin().lock();
+    let mut buf = Vec::with_capacity(16 * 1024);
+    (&mut stdin)
+        .take(ORDINARY as u64 + 1)
+        .read_to_end(&mut buf)?;
+    if buf.len() <= ORDINARY {
+        return Ok(Some(buf));
+    }
+    match crate::elide::elide_stream(&buf, &mut stdin) {
+        Ok(out) => Ok(Some(out)),
+        Err(crate::elide::ElideError::Io(e)) => Err(e),
+        Err(crate::elide::ElideError::TooLarge(n)) => {
+            let paths = Paths::from_env();
+            let _ = nmem_proto::paths::ensure_private_dir(&paths.state);
+            spool::log_dropped(
+                &paths.spool_dropped_log(),
+                "hook payload",
+                n,
+                "payload over the 256 MiB limit",
+            );
+            Ok(None)
+        }
+    }
+}
+
+/// Keep the event for the daemon. If even that fails there is nothing left to try: say so on
+/// stderr (the harness logs it) and still exit 0, as the agent must not be blocked.
+fn spool_event(paths: &Paths, event_id: &str, received_at: i64, harness: Harness, payload: &[u8]) {
+    let header = spool::Header {
+        v: 1,
+        event_id: event_id.to_string(),
+        received_at,
+        harness: harness.as_str().to_string(),
+    };
+    if let Err(e) = spool::write(&paths.spool, &header, payload) {
+        eprintln!(
+            "nmem: daemon unavailable and cannot spool to {}: {e}",
+            paths.spool.display()
+        );
+    }
+}
+
+fn print(s: &str) -> bool {
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(s.as_bytes());
+    let _ = out.write_all(b"\n");
+    let _ = out.flush();
+    true
+}
+
+fn fail(msg: &str) -> ExitCode {
+    eprintln!("nmem record: {msg}");
+    ExitCode::from(1)
+}

@@ -1,0 +1,231 @@
+//! Helpers for the end-to-end tests: a temporary `NMEM_HOME`, the real `nmemd` on a real socket,
+//! the real `nmem`/`nmemctl` binaries (built with `cargo build --release` first; see
+//! `scripts/test`), and read-only access to the database for assertions.
+//!
+//! Waiting is always on a condition with a deadline ([`wait_until`]), never a bare sleep.
+
+use nmem_proto::paths::Paths;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+/// Where the release binaries are: `NMEM_BIN_DIR`, else the workspace's target folder (the
+/// static build of `scripts/test` first, then a plain `cargo build --release`).
+pub fn bin_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("NMEM_BIN_DIR") {
+        return PathBuf::from(d);
+    }
+    let target = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target");
+    for sub in ["x86_64-unknown-linux-gnu/release", "release"] {
+        let d = target.join(sub);
+        if d.join("nmemd").is_file() && d.join("nmem").is_file() {
+            return d;
+        }
+    }
+    panic!(
+        "release binaries not found under {}: run `cargo build --release` (or scripts/test)",
+        target.display()
+    );
+}
+
+pub fn bin(name: &str) -> PathBuf {
+    bin_dir().join(name)
+}
+
+/// `../shared/fixtures` beside the checkout.
+pub fn fixtures() -> PathBuf {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures");
+    assert!(p.is_dir(), "fixtures not found at {}", p.display());
+    p
+}
+
+pub fn fixture(rel: &str) -> Vec<u8> {
+    std::fs::read(fixtures().join(rel)).unwrap_or_else(|e| panic!("fixture {rel}: {e}"))
+}
+
+/// Poll `cond` until it holds or `timeout` passes (then panic with `what`).
+pub fn wait_until(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !cond() {
+        if start.elapsed() > timeout {
+            panic!("timed out after {timeout:?} waiting for {what}");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+static SEQ: AtomicU32 = AtomicU32::new(0);
+
+/// A temporary NMEM_HOME, removed on drop (kept when the test panics, for inspection).
+pub struct Home {
+    pub dir: PathBuf,
+    pub paths: Paths,
+}
+
+impl Home {
+    pub fn new(tag: &str) -> Home {
+        let n = SEQ.fetch_add(1, Ordering::Relaxed);
+        // Short: a Unix socket path must fit in 108 bytes.
+        let dir = std::env::temp_dir().join(format!("nmem-{tag}-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let paths = Paths::under(&dir);
+        Home { dir, paths }
+    }
+
+    /// A command for one of the binaries, with this home and without autostart.
+    pub fn cmd(&self, name: &str) -> Command {
+        let mut c = Command::new(bin(name));
+        c.env("NMEM_HOME", &self.dir)
+            .env_remove("NMEM_DB")
+            .env_remove("NMEM_SOCKET")
+            .env("NMEM_NO_AUTOSTART", "1");
+        c
+    }
+
+    /// Run `nmem record` with `payload` on stdin.
+    pub fn record(&self, harness: &str, payload: &[u8]) -> Output {
+        self.record_with(harness, payload, |_| {})
+    }
+
+    pub fn record_with(
+        &self,
+        harness: &str,
+        payload: &[u8],
+        f: impl FnOnce(&mut Command),
+    ) -> Output {
+        let mut c = self.cmd("nmem");
+        c.args(["record", "--harness", harness])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        f(&mut c);
+        let mut child = c.spawn().expect("spawn nmem record");
+        let mut stdin = child.stdin.take().unwrap();
+        // A rejected payload may make the shim exit before reading it all.
+        let _ = stdin.write_all(payload);
+        drop(stdin);
+        child.wait_with_output().unwrap()
+    }
+
+    /// Start nmemd and wait until it answers.
+    pub fn start(&self) -> Daemon {
+        let child = self
+            .cmd("nmemd")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(
+                std::fs::File::create(
+                    self.dir
+                        .join(format!("nmemd-{}.log", SEQ.fetch_add(1, Ordering::Relaxed))),
+                )
+                .unwrap(),
+            ))
+            .spawn()
+            .expect("spawn nmemd");
+        let d = Daemon {
+            child: Some(child),
+            socket: self.paths.socket.clone(),
+        };
+        wait_until(
+            "nmemd to answer /v1/health",
+            Duration::from_secs(20),
+            || d.healthy(),
+        );
+        d
+    }
+
+    /// A read-only connection to the database.
+    pub fn db(&self) -> rusqlite::Connection {
+        rusqlite::Connection::open_with_flags(
+            &self.paths.db,
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+        )
+        .unwrap()
+    }
+
+    pub fn count(&self, sql: &str) -> i64 {
+        self.db().query_row(sql, [], |r| r.get(0)).unwrap()
+    }
+
+    pub fn spool_files(&self) -> usize {
+        nmem_proto::spool::list(&self.paths.spool).unwrap().len()
+    }
+}
+
+impl Drop for Home {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+/// A running nmemd, stopped with SIGTERM on drop.
+pub struct Daemon {
+    pub child: Option<Child>,
+    socket: PathBuf,
+}
+
+impl Daemon {
+    pub fn pid(&self) -> i32 {
+        self.child.as_ref().unwrap().id() as i32
+    }
+
+    pub fn healthy(&self) -> bool {
+        nmem_proto::client::call(
+            &self.socket,
+            "GET",
+            nmem_proto::wire::PATH_HEALTH,
+            &[],
+            b"",
+            Duration::from_millis(500),
+        )
+        .map(|r| r.status == 200)
+        .unwrap_or(false)
+    }
+
+    pub fn signal(&self, sig: i32) {
+        unsafe { libc::kill(self.pid(), sig) };
+    }
+
+    /// SIGTERM and wait; returns the exit status.
+    pub fn stop(mut self) -> std::process::ExitStatus {
+        self.signal(libc::SIGTERM);
+        self.child.take().unwrap().wait().unwrap()
+    }
+
+    /// SIGKILL and reap.
+    pub fn kill(mut self) {
+        let mut c = self.child.take().unwrap();
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            unsafe { libc::kill(c.id() as i32, libc::SIGCONT) };
+            unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+            let _ = c.wait();
+        }
+    }
+}
+
+/// A Claude Code PostToolUse(Bash) payload with a unique command and tool_use_id.
+pub fn bash_event(session: &str, n: usize) -> Vec<u8> {
+    serde_json::json!({
+        "session_id": session,
+        "cwd": "/home/dev/projects/load",
+        "hook_event_name": "PostToolUse",
+        "tool_name": "Bash",
+        "tool_input": { "command": format!("echo {session}-event-{n}"), "description": "load" },
+        "tool_response": { "stdout": format!("{session}-event-{n}\n"), "stderr": "", "interrupted": false },
+        "tool_use_id": format!("toolu_load_{session}_{n}"),
+    })
+    .to_string()
+    .into_bytes()
+}
