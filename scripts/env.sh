@@ -13,5 +13,5 @@ case "$host" in
     esac
     ;;
 esac
-NMEM_BIN_DIR="$(pwd)/target/${CARGO_BUILD_TARGET:+$CARGO_BUILD_TARGET/}release"
+NMEM_BIN_DIR="${CARGO_TARGET_DIR:-$(pwd)/target}/${CARGO_BUILD_TARGET:+$CARGO_BUILD_TARGET/}release"
 export NMEM_BIN_DIR
