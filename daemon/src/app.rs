@@ -2,7 +2,7 @@
 
 use crate::config::Config;
 use crate::dedup::Dedup;
-use crate::ingest::{Ingest, Limits, ProjectResolver};
+use crate::ingest::{Ingest, ProjectResolver};
 use crate::redact::Redactor;
 use crate::stats::Stats;
 use crate::store::readers::Readers;
@@ -37,19 +37,37 @@ impl App {
         for w in &warnings {
             stats.error(w.clone());
         }
+        let readers = Readers::new(paths.db.clone());
         let (writer, handle) = Writer::spawn(
             conn,
             config.writer.queue_capacity.max(1),
             Dedup::new(config.dedup.window_secs),
             stats.clone(),
         );
+        let stored_offset = {
+            let readers = readers.clone();
+            Box::new(move |session: &str| {
+                readers
+                    .run_blocking(|c| {
+                        c.query_row(
+                            "SELECT transcript_offset FROM sessions WHERE id = ?1",
+                            [session],
+                            |r| r.get::<_, i64>(0),
+                        )
+                        .or(Ok(0))
+                    })
+                    .unwrap_or(0) as u64
+            })
+        };
+        let mut ingest = Ingest::new(
+            ProjectResolver::new(config.project.strategy),
+            redactor,
+            stored_offset,
+        );
+        ingest.excluded = config.capture.exclude_projects.iter().cloned().collect();
         let app = App {
-            ingest: Ingest {
-                projects: ProjectResolver::new(config.project.strategy),
-                redactor,
-                limits: Limits::default(),
-            },
-            readers: Readers::new(paths.db.clone()),
+            ingest,
+            readers,
             writer,
             stats,
             started: Instant::now(),

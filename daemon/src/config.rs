@@ -14,6 +14,34 @@ pub struct Config {
     pub project: ProjectConfig,
     pub redact: RedactConfig,
     pub writer: WriterConfig,
+    pub capture: CaptureConfig,
+    pub digest: DigestConfig,
+}
+
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct CaptureConfig {
+    /// Projects (by name, as nmem names them) never recorded and never given a digest.
+    pub exclude_projects: Vec<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DigestConfig {
+    /// Lines of the SessionStart digest.
+    pub max_lines: usize,
+    /// Characters of the digest; never more than 9,000 (Claude Code's limit is 10,000).
+    pub max_chars: usize,
+}
+
+impl Default for DigestConfig {
+    fn default() -> Self {
+        let d = crate::context::DigestLimits::default();
+        DigestConfig {
+            max_lines: d.max_lines,
+            max_chars: d.max_chars,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]

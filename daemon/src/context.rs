@@ -36,8 +36,18 @@ pub async fn session_start_output(
     session_id: &str,
     source: &str,
 ) -> Option<String> {
+    if app.ingest.excluded.contains(&project.name) {
+        return None;
+    }
     let (project, session, source) = (project.clone(), session_id.to_string(), source.to_string());
-    let limits = DigestLimits::default();
+    let limits = DigestLimits {
+        max_lines: app.config.digest.max_lines.max(5),
+        max_chars: app
+            .config
+            .digest
+            .max_chars
+            .clamp(500, DigestLimits::default().max_chars),
+    };
     let text = app
         .readers
         .run(move |c| digest(c, &project, &session, &source, limits, nmem_proto::now_ms()))

@@ -260,6 +260,10 @@ impl Redactor {
             }
             Record::Nothing => {}
         }
+        for t in &mut p.thoughts {
+            n += self.redact(&mut t.content);
+        }
+        p.thoughts.retain(|t| !t.content.trim().is_empty());
         if let crate::ingest::SessionEffect::Start { title: Some(t), .. } = &mut p.effect {
             n += self.redact(t);
         }

@@ -170,7 +170,11 @@ async fn record(
             },
         )
     });
-    let applied = app.writer.submit(prepared).await?;
+    let session = prepared.session_id.clone();
+    let applied = app.writer.submit(prepared).await.inspect_err(|_| {
+        // Not committed: the transcript offset read for it must be read again.
+        app.ingest.tailer.forget(&session);
+    })?;
     let output = match start {
         Some((harness, project, session, source)) => {
             crate::context::session_start_output(&app, harness, &project, &session, &source).await

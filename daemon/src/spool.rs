@@ -88,25 +88,29 @@ pub async fn drain(app: &App, shutdown: &watch::Receiver<bool>) -> std::io::Resu
             };
             match app.ingest.prepare(&raw) {
                 Ok(None) => remove(path),
-                Ok(Some(prepared)) => match app.writer.enqueue(prepared).await {
-                    Ok(rx) => pending.push((path, rx)),
+                Ok(Some(prepared)) => match app.writer.enqueue_with_session(prepared).await {
+                    Ok((session, rx)) => pending.push((path, session, rx)),
                     Err(_) => return Ok(done), // shutting down: the file stays for next time
                 },
                 Err(e) => quarantine(app, path, &e.to_string()),
             }
         }
-        for (path, rx) in pending {
+        for (path, session, rx) in pending {
             match rx.await {
                 Ok(Ok(_)) => {
                     remove(path);
                     done += 1;
                     Stats::add(&app.stats.spool_drained, 1);
                 }
-                // Not committed: keep the file, it is retried on the next pass.
-                Ok(Err(e)) => app.stats.error(format!(
-                    "spooled event {} not stored yet: {e}",
-                    path.display()
-                )),
+                // Not committed: keep the file, it is retried on the next pass, and the
+                // transcript it read is read again then.
+                Ok(Err(e)) => {
+                    app.ingest.tailer.forget(&session);
+                    app.stats.error(format!(
+                        "spooled event {} not stored yet: {e}",
+                        path.display()
+                    ));
+                }
                 Err(_) => return Ok(done),
             }
         }

@@ -5,11 +5,11 @@ use super::*;
 use crate::ingest::project::Strategy;
 
 fn ingest() -> Ingest {
-    Ingest {
-        projects: ProjectResolver::new(Strategy::GitRoot),
-        redactor: Redactor::new(&[]).0,
-        limits: Limits::default(),
-    }
+    Ingest::new(
+        ProjectResolver::new(Strategy::GitRoot),
+        Redactor::new(&[]).0,
+        Box::new(|_| 0),
+    )
 }
 
 fn fixtures() -> std::path::PathBuf {

@@ -8,6 +8,7 @@
 mod harness;
 mod lifecycle;
 pub mod project;
+pub mod reasoning;
 mod text;
 mod tools;
 
@@ -87,6 +88,10 @@ pub struct Prepared {
     pub event_name: String,
     pub record: Record,
     pub effect: SessionEffect,
+    /// Agent reasoning read from the transcript since the last event, stored before the record.
+    pub thoughts: Vec<reasoning::Thought>,
+    /// The transcript offset to store once this event is committed.
+    pub transcript_offset: Option<u64>,
     /// How many secrets redaction replaced in this event.
     pub redactions: u32,
 }
@@ -120,6 +125,31 @@ pub struct Ingest {
     pub projects: ProjectResolver,
     pub redactor: Redactor,
     pub limits: Limits,
+    pub tailer: reasoning::Tailer,
+    /// The committed transcript offset of a session (from the database), the first time it is seen.
+    pub stored_offset: Box<dyn Fn(&str) -> u64 + Send + Sync>,
+    /// Sessions inside a turn whose prompt was private from start to end: nothing of it is kept.
+    pub private_turns: std::sync::Mutex<std::collections::HashSet<String>>,
+    /// Projects that are never recorded.
+    pub excluded: std::collections::HashSet<String>,
+}
+
+impl Ingest {
+    pub fn new(
+        projects: ProjectResolver,
+        redactor: Redactor,
+        stored_offset: Box<dyn Fn(&str) -> u64 + Send + Sync>,
+    ) -> Ingest {
+        Ingest {
+            projects,
+            redactor,
+            limits: Limits::default(),
+            tailer: reasoning::Tailer::default(),
+            stored_offset,
+            private_turns: Default::default(),
+            excluded: Default::default(),
+        }
+    }
 }
 
 /// Why an event cannot be prepared.
@@ -140,6 +170,9 @@ impl Ingest {
         };
         let obj = value.as_object().expect("envelope checked it is an object");
         let project = self.projects.resolve(env.cwd);
+        if self.excluded.contains(&project.name) {
+            return Ok(None);
+        }
         let cx = Cx {
             harness: raw.harness,
             event,
@@ -160,6 +193,16 @@ impl Ingest {
             }
             _ => lifecycle::extract(&cx),
         };
+        // Reasoning first: it is older than the event that brought it.
+        let tail = match (raw.harness, cx.str("transcript_path")) {
+            (Harness::ClaudeCode, Some(path)) => {
+                self.tailer
+                    .tail(env.session_id, path, self.limits.prompt_chars, || {
+                        (self.stored_offset)(env.session_id)
+                    })
+            }
+            _ => reasoning::Tail::default(),
+        };
         let mut prepared = Prepared {
             event_id: raw.event_id.clone(),
             received_at: raw.received_at,
@@ -171,13 +214,43 @@ impl Ingest {
             event_name: env.event_name.to_string(),
             record,
             effect,
+            thoughts: tail.thoughts,
+            transcript_offset: tail.offset,
             redactions: 0,
         };
-        if !self.redactor.apply(&mut prepared) {
-            // A prompt that was private from start to end: nothing of that turn is kept.
-            return Ok(None);
+        let fully_private = !self.redactor.apply(&mut prepared);
+        if self.in_private_turn(&prepared, fully_private) {
+            // Keep nothing of the turn, but move past its reasoning in the transcript.
+            prepared.record = Record::Nothing;
+            prepared.effect = SessionEffect::None;
+            prepared.thoughts.clear();
+            prepared.redactions = 0;
+            if prepared.transcript_offset.is_none() {
+                return Ok(None);
+            }
         }
         Ok(Some(prepared))
+    }
+}
+
+impl Ingest {
+    /// Track turns whose prompt was entirely private: from that prompt until the turn ends (the
+    /// next prompt, Stop, or a new session start), nothing is kept. Returns whether this event
+    /// belongs to such a turn.
+    fn in_private_turn(&self, p: &Prepared, fully_private_prompt: bool) -> bool {
+        let mut turns = self.private_turns.lock().unwrap();
+        match p.event {
+            Event::UserPrompt if fully_private_prompt => {
+                turns.insert(p.session_id.clone());
+                true
+            }
+            Event::UserPrompt | Event::SessionStart | Event::SessionEnd => {
+                turns.remove(&p.session_id);
+                false
+            }
+            Event::Stop => turns.remove(&p.session_id),
+            _ => turns.contains(&p.session_id),
+        }
     }
 }
 

@@ -78,6 +78,15 @@ impl Writer {
         Ok(rx)
     }
 
+    /// Like [`Writer::enqueue`], keeping the event's session id for the caller.
+    pub async fn enqueue_with_session(
+        &self,
+        ev: Prepared,
+    ) -> Result<(String, oneshot::Receiver<Result<Applied, WriteError>>), WriteError> {
+        let session = ev.session_id.clone();
+        Ok((session, self.enqueue(ev).await?))
+    }
+
     /// Store one event and wait for its commit.
     pub async fn submit(&self, ev: Prepared) -> Result<Applied, WriteError> {
         let rx = self.enqueue(ev).await?;
@@ -241,6 +250,7 @@ fn apply(
     staged: &[DedupKey],
 ) -> rusqlite::Result<(Applied, Option<DedupKey>)> {
     let t = ev.received_at;
+    let t_event = t;
     conn.prepare_cached(
         "INSERT INTO sessions (id, harness, project, project_root, cwd, started_at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT(id) DO NOTHING",
@@ -253,6 +263,27 @@ fn apply(
         ev.cwd,
         t
     ])?;
+
+    for t in &ev.thoughts {
+        conn.prepare_cached(
+            "INSERT OR IGNORE INTO prompts (session_id, timestamp, source, content, project, harness, event_id)
+             VALUES (?1, ?2, 'agent', ?3, ?4, ?5, ?6)",
+        )?
+        .execute(params![
+            ev.session_id,
+            if t.timestamp > 0 { t.timestamp.min(t_event) } else { t_event - 1 },
+            t.content,
+            ev.project.name,
+            ev.harness.as_str(),
+            t.uid
+        ])?;
+    }
+    if let Some(offset) = ev.transcript_offset {
+        conn.prepare_cached(
+            "UPDATE sessions SET transcript_offset = MAX(transcript_offset, ?2) WHERE id = ?1",
+        )?
+        .execute(params![ev.session_id, offset as i64])?;
+    }
 
     let mut dedup_key = None;
     let (kind, id) = match &ev.record {

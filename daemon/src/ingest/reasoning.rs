@@ -1,0 +1,289 @@
+//! Agent reasoning: thinking blocks tailed from Claude Code's transcript.
+//!
+//! Each event that names a `transcript_path` reads what was appended since the last read (by byte
+//! offset, never from the start again) and keeps the `thinking` blocks as prompts with source
+//! `agent`, so the tool calls that follow link to the reasoning behind them. Only whole lines are
+//! consumed: a half-written last line waits for the next event. A missing or unreadable file is
+//! fine: there is simply nothing to add. Each block is identified by its message id and position,
+//! so reading a part twice stores nothing twice.
+
+use super::text::truncate;
+use serde_json::Value;
+use std::collections::HashMap;
+use std::io::{Read, Seek, SeekFrom};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Component, Path};
+use std::sync::Mutex;
+
+/// The most read from a transcript for one event; the rest waits for the next one.
+const MAX_READ: u64 = 4 * 1024 * 1024;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Thought {
+    /// `t:<message id>:<block index>`: unique, so a re-read is harmless.
+    pub uid: String,
+    pub timestamp: i64,
+    pub content: String,
+}
+
+/// What one tail read found, and the offset to store once it is committed.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Tail {
+    pub thoughts: Vec<Thought>,
+    pub offset: Option<u64>,
+}
+
+/// Per-session read offsets, cached in memory; the database keeps the committed ones.
+#[derive(Default)]
+pub struct Tailer {
+    offsets: Mutex<HashMap<String, u64>>,
+}
+
+impl Tailer {
+    /// Read what `path` gained since `session`'s last offset. `stored` gives the committed offset
+    /// the first time a session is seen.
+    pub fn tail(
+        &self,
+        session: &str,
+        path: &str,
+        max_chars: usize,
+        stored: impl FnOnce() -> u64,
+    ) -> Tail {
+        let Some(path) = safe_transcript_path(path) else {
+            return Tail::default();
+        };
+        let start = {
+            let cached = self.offsets.lock().unwrap().get(session).copied();
+            cached.unwrap_or_else(stored)
+        };
+        let Ok(mut file) = std::fs::File::open(path) else {
+            return Tail::default();
+        };
+        let Ok(meta) = file.metadata() else {
+            return Tail::default();
+        };
+        // Only the user's own regular files.
+        if !meta.is_file() || meta.uid() != unsafe { libc::geteuid() } {
+            return Tail::default();
+        }
+        let len = meta.len();
+        // A transcript that shrank was replaced: start over from its beginning.
+        let start = if len < start { 0 } else { start };
+        if len == start {
+            return Tail {
+                thoughts: Vec::new(),
+                offset: None,
+            };
+        }
+        let want = (len - start).min(MAX_READ);
+        let mut buf = Vec::with_capacity(want as usize);
+        if file.seek(SeekFrom::Start(start)).is_err()
+            || (&mut file).take(want).read_to_end(&mut buf).is_err()
+        {
+            return Tail::default();
+        }
+        let Some(last_nl) = buf.iter().rposition(|&b| b == b'\n') else {
+            // No complete line yet. A single line over MAX_READ is skipped whole.
+            return if want == MAX_READ {
+                self.advance(session, start + want)
+            } else {
+                Tail::default()
+            };
+        };
+        let mut thoughts = Vec::new();
+        for line in buf[..last_nl].split(|&b| b == b'\n') {
+            thoughts.extend(thoughts_of(line, max_chars));
+        }
+        let mut tail = self.advance(session, start + last_nl as u64 + 1);
+        tail.thoughts = thoughts;
+        tail
+    }
+
+    fn advance(&self, session: &str, offset: u64) -> Tail {
+        self.offsets
+            .lock()
+            .unwrap()
+            .insert(session.to_string(), offset);
+        Tail {
+            thoughts: Vec::new(),
+            offset: Some(offset),
+        }
+    }
+
+    /// Forget a session's cached offset (its commit failed: reload it from the database).
+    pub fn forget(&self, session: &str) {
+        self.offsets.lock().unwrap().remove(session);
+    }
+}
+
+/// A transcript path from a payload is used only if it is absolute, has no `..`, and names a
+/// `.jsonl` file.
+fn safe_transcript_path(p: &str) -> Option<&Path> {
+    let path = Path::new(p);
+    let ok = path.is_absolute()
+        && path.extension().is_some_and(|e| e == "jsonl")
+        && path
+            .components()
+            .all(|c| !matches!(c, Component::ParentDir));
+    ok.then_some(path)
+}
+
+fn thoughts_of(line: &[u8], max_chars: usize) -> Vec<Thought> {
+    let Ok(v) = serde_json::from_slice::<Value>(line) else {
+        return Vec::new();
+    };
+    if v.get("type").and_then(Value::as_str) != Some("assistant") {
+        return Vec::new();
+    }
+    let Some(msg) = v.get("message") else {
+        return Vec::new();
+    };
+    let id = msg
+        .get("id")
+        .and_then(Value::as_str)
+        .or_else(|| v.get("uuid").and_then(Value::as_str))
+        .unwrap_or("");
+    let t = v
+        .get("timestamp")
+        .and_then(Value::as_str)
+        .and_then(parse_rfc3339_ms)
+        .unwrap_or(0);
+    let Some(blocks) = msg.get("content").and_then(Value::as_array) else {
+        return Vec::new();
+    };
+    blocks
+        .iter()
+        .enumerate()
+        .filter(|(_, b)| b.get("type").and_then(Value::as_str) == Some("thinking"))
+        .filter_map(|(i, b)| {
+            let text = b.get("thinking").and_then(Value::as_str)?.trim();
+            // One block per line in current transcripts: the line's uuid tells blocks apart.
+            let uid = match v.get("uuid").and_then(Value::as_str) {
+                Some(u) => format!("t:{id}:{u}:{i}"),
+                None => format!("t:{id}:{i}"),
+            };
+            (!text.is_empty()).then(|| Thought {
+                uid,
+                timestamp: t,
+                content: truncate(text, max_chars),
+            })
+        })
+        .collect()
+}
+
+/// `2026-08-20T09:14:07.630Z` (or with an offset such as `+02:00`) to Unix milliseconds.
+pub fn parse_rfc3339_ms(s: &str) -> Option<i64> {
+    let b = s.as_bytes();
+    if b.len() < 19
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || !matches!(b[10], b'T' | b't' | b' ')
+        || b[13] != b':'
+        || b[16] != b':'
+    {
+        return None;
+    }
+    let num = |r: std::ops::Range<usize>| s.get(r)?.parse::<i64>().ok();
+    let (y, mo, d, h, mi, se) = (
+        num(0..4)?,
+        num(5..7)?,
+        num(8..10)?,
+        num(11..13)?,
+        num(14..16)?,
+        num(17..19)?,
+    );
+    let mut rest = &s[19..];
+    let mut ms = 0;
+    if let Some(frac) = rest.strip_prefix('.') {
+        let digits = frac.bytes().take_while(u8::is_ascii_digit).count();
+        let f = &frac[..digits];
+        ms = format!("{f:0<3}")[..3].parse().ok()?;
+        rest = &frac[digits..];
+    }
+    let offset_min = match rest {
+        "Z" | "z" | "" => 0,
+        o if o.len() == 6 && (o.starts_with('+') || o.starts_with('-')) => {
+            let sign = if o.starts_with('-') { -1 } else { 1 };
+            sign * (o[1..3].parse::<i64>().ok()? * 60 + o[4..6].parse::<i64>().ok()?)
+        }
+        _ => return None,
+    };
+    // Days from civil (Howard Hinnant's algorithm).
+    let (y2, m2) = if mo <= 2 {
+        (y - 1, mo + 9)
+    } else {
+        (y, mo - 3)
+    };
+    let era = y2.div_euclid(400);
+    let yoe = y2 - era * 400;
+    let doy = (153 * m2 + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Some(((days * 86_400 + h * 3600 + mi * 60 + se) - offset_min * 60) * 1000 + ms)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    #[test]
+    fn rfc3339() {
+        assert_eq!(parse_rfc3339_ms("1970-01-01T00:00:00Z"), Some(0));
+        assert_eq!(
+            parse_rfc3339_ms("2026-08-20T09:14:07.630Z"),
+            Some(1_787_217_247_630)
+        );
+        assert_eq!(
+            parse_rfc3339_ms("2026-08-20T11:14:07.630+02:00"),
+            Some(1_787_217_247_630)
+        );
+        assert_eq!(parse_rfc3339_ms("garbage"), None);
+    }
+
+    #[test]
+    fn tails_by_offset_and_waits_for_whole_lines() {
+        let dir = std::env::temp_dir().join(format!("nmem-tail-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("s.jsonl");
+        let line = |id: &str, text: &str| {
+            format!(
+                "{{\"type\":\"assistant\",\"uuid\":\"u-{id}\",\"timestamp\":\"2026-08-20T09:14:07.630Z\",\"message\":{{\"id\":\"{id}\",\"content\":[{{\"type\":\"thinking\",\"thinking\":\"{text}\"}}]}}}}\n"
+            )
+        };
+        let mut f = std::fs::File::create(&path).unwrap();
+        f.write_all(line("m1", "first thought").as_bytes()).unwrap();
+        f.write_all(b"{\"type\":\"user\",\"message\":{\"content\":\"hi\"}}\n")
+            .unwrap();
+        f.write_all(&line("m2", "second")[..20].as_bytes()).unwrap(); // half-written
+        let t = Tailer::default();
+        let p = path.to_str().unwrap();
+        let a = t.tail("s", p, 100, || 0);
+        assert_eq!(a.thoughts.len(), 1);
+        assert_eq!(a.thoughts[0].content, "first thought");
+        assert_eq!(a.thoughts[0].timestamp, 1_787_217_247_630);
+        f.write_all(&line("m2", "second")[20..].as_bytes()).unwrap();
+        let b = t.tail("s", p, 100, || panic!("cached"));
+        assert_eq!(
+            b.thoughts
+                .iter()
+                .map(|t| t.content.as_str())
+                .collect::<Vec<_>>(),
+            ["second"]
+        );
+        assert_eq!(b.offset, Some(std::fs::metadata(&path).unwrap().len()));
+        let c = t.tail("s", p, 100, || 0);
+        assert!(c.thoughts.is_empty(), "nothing is read twice");
+        // Unsafe or missing paths are simply nothing.
+        assert_eq!(t.tail("x", "relative.jsonl", 100, || 0), Tail::default());
+        assert_eq!(
+            t.tail("x", "/etc/../etc/passwd.jsonl", 100, || 0),
+            Tail::default()
+        );
+        assert_eq!(
+            t.tail("x", "/nonexistent/a.jsonl", 100, || 0),
+            Tail::default()
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
