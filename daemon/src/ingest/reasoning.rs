@@ -255,14 +255,14 @@ mod tests {
         f.write_all(line("m1", "first thought").as_bytes()).unwrap();
         f.write_all(b"{\"type\":\"user\",\"message\":{\"content\":\"hi\"}}\n")
             .unwrap();
-        f.write_all(&line("m2", "second")[..20].as_bytes()).unwrap(); // half-written
+        f.write_all(&line("m2", "second").as_bytes()[..20]).unwrap(); // half-written
         let t = Tailer::default();
         let p = path.to_str().unwrap();
         let a = t.tail("s", p, 100, || 0);
         assert_eq!(a.thoughts.len(), 1);
         assert_eq!(a.thoughts[0].content, "first thought");
         assert_eq!(a.thoughts[0].timestamp, 1_787_217_247_630);
-        f.write_all(&line("m2", "second")[20..].as_bytes()).unwrap();
+        f.write_all(&line("m2", "second").as_bytes()[20..]).unwrap();
         let b = t.tail("s", p, 100, || panic!("cached"));
         assert_eq!(
             b.thoughts
