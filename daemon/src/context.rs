@@ -132,6 +132,7 @@ pub fn digest(
         return Ok(None);
     }
 
+    let root_prefix = format!("{}/", project.root.trim_end_matches('/'));
     let title = if recovery {
         "recovering context"
     } else {
@@ -142,10 +143,11 @@ pub fn digest(
         l.push("");
         l.push("## Last actions before the context was lost");
         for (t, kind, content) in &last_actions {
+            let content = content.replace(&root_prefix, "");
             l.push(&format!(
                 "- {} {kind}: {}",
                 ago(now, *t),
-                one_line(content, 140)
+                one_line(&content, 140)
             ));
         }
     }
@@ -186,7 +188,13 @@ pub fn digest(
         l.push("");
         l.push("## Recent errors");
         for (t, content) in &errors {
-            l.push(&format!("- {} {}", ago(now, *t), one_line(content, 160)));
+            // The command (or tool), then the line that says what failed.
+            let content = content.replace(&root_prefix, "");
+            let text = match content.split_once('\n') {
+                Some((what, why)) => format!("`{}` → {}", one_line(what, 80), one_line(why, 120)),
+                None => one_line(&content, 160),
+            };
+            l.push(&format!("- {} {text}", ago(now, *t)));
         }
     }
     if !others.is_empty() {
@@ -207,6 +215,15 @@ pub fn digest(
     );
     Ok(Some(out))
 }
+
+/// Observations that are bookkeeping, not work done for an intent.
+const NOT_ACTIONS: &[&str] = &[
+    "turn_end",
+    "compaction",
+    "compact_summary",
+    "api_error",
+    "subagent_end",
+];
 
 struct Intent {
     t: i64,
@@ -237,14 +254,15 @@ fn recent_intents(
         let kinds: Vec<(String, i64)> = count
             .query_map([id], |r| Ok((r.get(0)?, r.get(1)?)))?
             .collect::<Result<_, _>>()?;
+        let is_action = |k: &str| !NOT_ACTIONS.contains(&k) && !k.starts_with("session_");
         let actions = kinds
             .iter()
-            .filter(|(k, _)| k != "turn_end")
+            .filter(|(k, _)| is_action(k))
             .map(|(_, n)| n)
             .sum();
         let summary = kinds
             .iter()
-            .filter(|(k, _)| k != "turn_end")
+            .filter(|(k, _)| is_action(k))
             .take(3)
             .map(|(k, n)| format!("{n} {k}"))
             .collect::<Vec<_>>()
@@ -372,4 +390,173 @@ fn ago(now: i64, t: i64) -> String {
         3600..=86_399 => format!("{}h ago", s / 3600),
         _ => format!("{}d ago", s / 86_400),
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const H: i64 = 3_600_000;
+    const NOW: i64 = 1_790_000_000_000;
+
+    fn project() -> Project {
+        Project {
+            name: "acme-api".into(),
+            root: "/home/dev/projects/acme-api".into(),
+        }
+    }
+
+    /// Two sessions of acme-api and one of another project, at fixed times.
+    fn memory() -> (std::path::PathBuf, Connection) {
+        let dir = std::env::temp_dir().join(format!(
+            "nmem-digest-{}-{}",
+            std::process::id(),
+            rand_suffix()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let c = crate::store::schema::open_writer(&dir.join("nmem.db")).unwrap();
+        c.execute_batch(&format!(
+            "INSERT INTO sessions (id, harness, project, project_root, started_at) VALUES
+               ('s1', 'claude-code', 'acme-api', '/home/dev/projects/acme-api', {t1}),
+               ('s2', 'claude-code', 'acme-api', '/home/dev/projects/acme-api', {t2}),
+               ('o1', 'claude-code', 'billing', '/home/dev/projects/billing', {t2});
+             INSERT INTO prompts (id, session_id, timestamp, source, content, project, harness) VALUES
+               (1, 's1', {t1}, 'user', 'Fix the duplicate row in invoice cursor pagination', 'acme-api', 'claude-code'),
+               (2, 's1', {t1b}, 'user', 'thanks!', 'acme-api', 'claude-code'),
+               (3, 's2', {t2}, 'user', 'Add per-org rate limiting backed by Redis', 'acme-api', 'claude-code'),
+               (4, 'o1', {t2}, 'user', 'Why do refunds double-post?', 'billing', 'claude-code');
+             INSERT INTO observations (session_id, prompt_id, timestamp, obs_type, source_event, file_path, rel_path, content, project, harness, is_pinned) VALUES
+               ('s1', 1, {t1} + 1000, 'file_read', 'PostToolUse', '/home/dev/projects/acme-api/src/routes/invoices.ts', 'src/routes/invoices.ts', '/home/dev/projects/acme-api/src/routes/invoices.ts', 'acme-api', 'claude-code', 0),
+               ('s1', 1, {t1} + 2000, 'file_edit', 'PostToolUse', '/home/dev/projects/acme-api/src/routes/invoices.ts', 'src/routes/invoices.ts', '/home/dev/projects/acme-api/src/routes/invoices.ts\n- skip: 0\n+ skip: 1', 'acme-api', 'claude-code', 0),
+               ('s1', 1, {t1} + 3000, 'command_error', 'PostToolUseFailure', NULL, NULL, 'npm test\nFAIL src/routes/invoices.test.ts > pages', 'acme-api', 'claude-code', 0),
+               ('s1', 1, {t1} + 4000, 'file_edit', 'PostToolUse', '/home/dev/projects/acme-api/src/routes/invoices.test.ts', 'src/routes/invoices.test.ts', 'src/routes/invoices.test.ts', 'acme-api', 'claude-code', 0),
+               ('s1', 1, {t1} + 5000, 'command', 'PostToolUse', NULL, NULL, 'npm test', 'acme-api', 'claude-code', 0),
+               ('s1', 2, {t1b} + 1000, 'turn_end', 'Stop', NULL, NULL, 'You are welcome.', 'acme-api', 'claude-code', 0),
+               ('s2', 3, {t2} + 1000, 'file_write', 'PostToolUse', '/home/dev/projects/acme-api/src/middleware/rateLimit.ts', 'src/middleware/rateLimit.ts', '/home/dev/projects/acme-api/src/middleware/rateLimit.ts', 'acme-api', 'claude-code', 0),
+               ('s2', 3, {t2} + 2000, 'file_edit', 'PostToolUse', '/home/dev/projects/acme-api/src/routes/invoices.ts', 'src/routes/invoices.ts', 'src/routes/invoices.ts', 'acme-api', 'claude-code', 0),
+               ('s2', 3, {t2} + 3000, 'memory', 'save_memory', NULL, NULL, 'Rate limits are per org, never per user', 'acme-api', 'claude-code', 1),
+               ('s2', 3, {t2} + 4000, 'git_commit', 'PostToolUse', NULL, NULL, 'git commit -m \"rate limiter\"', 'acme-api', 'claude-code', 0),
+               ('o1', 4, {t2} + 1000, 'command', 'PostToolUse', NULL, NULL, 'pytest', 'billing', 'claude-code', 0);",
+            t1 = NOW - 30 * H,
+            t1b = NOW - 29 * H,
+            t2 = NOW - 2 * H,
+        ))
+        .unwrap();
+        (dir, c)
+    }
+
+    fn rand_suffix() -> u64 {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static N: AtomicU64 = AtomicU64::new(0);
+        N.fetch_add(1, Ordering::Relaxed)
+    }
+
+    fn render(c: &Connection, session: &str, source: &str) -> Option<String> {
+        digest(c, &project(), session, source, DigestLimits::default(), NOW).unwrap()
+    }
+
+    #[test]
+    fn empty_memory_prints_nothing() {
+        let dir = std::env::temp_dir().join(format!("nmem-digest-empty-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let c = crate::store::schema::open_writer(&dir.join("nmem.db")).unwrap();
+        assert_eq!(render(&c, "new", "startup"), None);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn golden_startup() {
+        let (dir, c) = memory();
+        let text = render(&c, "s3", "startup").unwrap();
+        assert_eq!(text, GOLDEN_STARTUP, "\n{text}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn golden_recovery_after_compact_and_clear() {
+        let (dir, c) = memory();
+        let compact = render(&c, "s2", "compact").unwrap();
+        assert_eq!(compact, GOLDEN_COMPACT, "\n{compact}");
+        // /clear brings a new session id: the last actions are the project's latest session's.
+        let clear = render(&c, "s9", "clear").unwrap();
+        assert_eq!(
+            clear.replace("recovering context", "").lines().nth(3),
+            GOLDEN_COMPACT
+                .replace("recovering context", "")
+                .lines()
+                .nth(3)
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_digest_is_capped() {
+        let (dir, c) = memory();
+        let limits = DigestLimits {
+            max_lines: 8,
+            max_chars: 9_000,
+        };
+        let text = digest(&c, &project(), "s3", "startup", limits, NOW)
+            .unwrap()
+            .unwrap();
+        assert!(text.lines().count() <= 8 + 2, "{text}");
+        assert!(
+            text.ends_with("`get_observations` (full records).\n"),
+            "the closing line always stays"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    const GOLDEN_STARTUP: &str = r#"# nmem memory: acme-api
+
+## Pinned
+- #9 Rate limits are per org, never per user
+
+## Recent intents
+- 2h ago "Add per-org rate limiting backed by Redis" (4 actions: 1 memory, 1 git_commit, 1 file_write)
+- 1d ago "Fix the duplicate row in invoice cursor pagination" (5 actions: 2 file_edit, 1 file_read, 1 command_error)
+- 1d ago "thanks!" (no actions)
+
+## Files touched
+- src/routes/invoices.ts (2 edits)
+- src/middleware/rateLimit.ts (1 edit)
+- src/routes/invoices.test.ts (1 edit)
+
+## Recent errors
+- 1d ago `npm test` → FAIL src/routes/invoices.test.ts > pages
+
+## Elsewhere
+- [billing] 2h ago "Why do refunds double-post?"
+
+More: nmem MCP tools `search` (find), `timeline` (what happened around a result), `get_observations` (full records).
+"#;
+    const GOLDEN_COMPACT: &str = r#"# nmem recovering context: acme-api
+
+## Last actions before the context was lost
+- 1h ago file_write: src/middleware/rateLimit.ts
+- 1h ago file_edit: src/routes/invoices.ts
+- 1h ago memory: Rate limits are per org, never per user
+- 1h ago git_commit: git commit -m "rate limiter"
+
+## Pinned
+- #9 Rate limits are per org, never per user
+
+## Recent intents
+- 2h ago "Add per-org rate limiting backed by Redis" (4 actions: 1 memory, 1 git_commit, 1 file_write)
+- 1d ago "Fix the duplicate row in invoice cursor pagination" (5 actions: 2 file_edit, 1 file_read, 1 command_error)
+- 1d ago "thanks!" (no actions)
+
+## Files touched
+- src/routes/invoices.ts (2 edits)
+- src/middleware/rateLimit.ts (1 edit)
+- src/routes/invoices.test.ts (1 edit)
+
+## Recent errors
+- 1d ago `npm test` → FAIL src/routes/invoices.test.ts > pages
+
+## Elsewhere
+- [billing] 2h ago "Why do refunds double-post?"
+
+More: nmem MCP tools `search` (find), `timeline` (what happened around a result), `get_observations` (full records).
+"#;
 }

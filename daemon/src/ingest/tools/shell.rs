@@ -30,12 +30,11 @@ pub(super) fn extract(cx: &Cx, call: &ToolCall) -> Option<Obs> {
     let mut metadata = meta([("description", json!(str_of(&call.input, "description")))]);
     if let Some((err, code)) = &call.failure {
         let mut content = truncate(command, cx.limits.content_chars);
-        let head = first_line(
-            err.strip_prefix("Exit code ")
-                .map(|r| r.split_once('\n').map(|x| x.1).unwrap_or(""))
-                .unwrap_or(err),
-            300,
-        );
+        let body = err
+            .strip_prefix("Exit code ")
+            .map(|r| r.split_once('\n').map(|x| x.1).unwrap_or(""))
+            .unwrap_or(err);
+        let head = error_line(body).unwrap_or_else(|| first_line(body, 300));
         if !head.is_empty() {
             content.push('\n');
             content.push_str(&head);
@@ -82,6 +81,33 @@ pub(super) fn extract(cx: &Cx, call: &ToolCall) -> Option<Obs> {
         metadata,
         ..Obs::default()
     })
+}
+
+/// The line of a failure's output that says what went wrong: the first that mentions an error,
+/// a failure or a missing thing; tool banners (`> pkg@1.0 test`) are not it.
+fn error_line(output: &str) -> Option<String> {
+    const MARKERS: &[&str] = &[
+        "error",
+        "failed",
+        "fail ",
+        "not found",
+        "cannot",
+        "can't",
+        "denied",
+        "panicked",
+        "exception",
+        "fatal",
+        "✗",
+        "×",
+    ];
+    output
+        .lines()
+        .map(str::trim)
+        .find(|l| {
+            let lower = l.to_lowercase();
+            !l.is_empty() && MARKERS.iter().any(|m| lower.contains(m))
+        })
+        .map(|l| truncate(l, 300))
 }
 
 /// stdout and stderr, whatever shape the response has.
@@ -222,6 +248,16 @@ mod tests {
         assert_eq!(classify("gh pr create --fill"), "github");
         assert_eq!(classify("npm test"), "command");
         assert_eq!(classify("echo git commit"), "command");
+    }
+
+    #[test]
+    fn the_error_line_is_the_one_that_says_what_failed() {
+        let out = "\n> acme-api@1.14.2 test\n> vitest --run\n\n FAIL  src/routes/invoices.test.ts > pages\nAssertionError: expected 2 to be 1";
+        assert_eq!(
+            error_line(out).unwrap(),
+            "FAIL  src/routes/invoices.test.ts > pages"
+        );
+        assert_eq!(error_line("all good"), None);
     }
 
     #[test]
