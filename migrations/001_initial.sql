@@ -76,7 +76,7 @@ CREATE INDEX idx_obs_time ON observations(timestamp);
 CREATE INDEX idx_obs_prompt ON observations(prompt_id);
 CREATE INDEX idx_obs_project_type ON observations(project, obs_type, timestamp);
 CREATE INDEX idx_obs_file ON observations(file_path) WHERE file_path IS NOT NULL;
-CREATE INDEX idx_obs_pinned ON observations(is_pinned) WHERE is_pinned = 1;
+CREATE INDEX idx_obs_pinned ON observations(project, timestamp) WHERE is_pinned = 1;
 -- The same hook wired twice (plugin and settings) delivers one tool call twice: store it once.
 CREATE UNIQUE INDEX idx_obs_tool_use ON observations(session_id, source_event, tool_use_id)
     WHERE tool_use_id IS NOT NULL;

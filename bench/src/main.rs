@@ -1,13 +1,16 @@
 //! `nmem-bench`: prints the figures behind nmem's budgets (DESIGN.md §6), each next to a
 //! reference measured in the same run. Nothing here asserts a time: it reports.
 //!
-//! Usage: nmem-bench [--runs N] [--events N] [--json PATH]
+//! Usage: nmem-bench [--runs N] [--events N] [--scale N] [--json PATH]
+//!        nmem-bench --fill DIR [--scale N]   (only build a corpus database in DIR, and keep it)
 //!
 //! * `nmem record` end to end (spawn, read stdin, forward, ack after commit) for a 3 KB
 //!   PostToolUse, with the daemon up, down (spool) and hung (SIGSTOP), next to `/bin/true` and a
 //!   no-op static binary (this one, with `--noop`).
 //! * Sustained ingest: 8 concurrent connections to the socket API (in-process load generator,
 //!   ack after commit), and the rate 8 parallel `nmem record` processes reach.
+
+mod corpus;
 
 use nmem_proto::{client, wire};
 use std::io::Write;
@@ -33,8 +36,20 @@ fn main() -> anyhow::Result<()> {
         .transpose()?
         .unwrap_or(40_000);
     let json_out = opt("--json");
+    let scale: usize = opt("--scale")
+        .map(|v| v.parse())
+        .transpose()?
+        .unwrap_or(100_000);
 
     let bins = bin_dir();
+    if let Some(dir) = opt("--fill") {
+        // Only build a corpus database in DIR (kept, daemon stopped), for analysis.
+        let dir = PathBuf::from(dir);
+        let mut report = Report::default();
+        let t_true = spawn_times(20, || Command::new("/bin/true"), None);
+        at_scale(&bins, &dir, scale, 20, &mut report, &t_true)?;
+        return Ok(());
+    }
     let home = std::env::temp_dir().join(format!("nmem-bench-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&home);
     std::fs::create_dir_all(&home)?;
@@ -162,6 +177,17 @@ fn main() -> anyhow::Result<()> {
         Some(&|| bash_payload(counter.fetch_add(1, Ordering::Relaxed))),
     );
     report.line("nmem record, daemon down (spool)", &t_down, Some(&t_true));
+
+    // A realistic memory of `scale` observations: the digest, RSS and bytes per observation.
+    println!();
+    at_scale(
+        &bins,
+        &home.join("scale"),
+        scale,
+        runs.min(200),
+        &mut report,
+        &t_true,
+    )?;
 
     println!();
     println!("budgets (DESIGN.md §6): record up/down median ≤ 1 ms and ≤ 2× /bin/true; hung exits ≤ 150 ms; API ingest ≥ 20,000/s");
@@ -314,6 +340,153 @@ fn start_daemon(bins: &Path, home: &Path) -> anyhow::Result<std::process::Child>
         std::thread::sleep(Duration::from_millis(5));
     }
     Ok(child)
+}
+
+fn at_scale(
+    bins: &Path,
+    home: &Path,
+    scale: usize,
+    runs: usize,
+    report: &mut Report,
+    t_true: &[Duration],
+) -> anyhow::Result<()> {
+    std::fs::create_dir_all(home)?;
+    let socket = home.join("nmemd.sock");
+    let mut daemon = start_daemon(bins, home)?;
+    let start = Instant::now();
+    let corpus = std::sync::Mutex::new(corpus::Corpus::new(42, scale, 1_700_000_000_000));
+    let sent = AtomicUsize::new(0);
+    std::thread::scope(|s| -> anyhow::Result<()> {
+        let handles: Vec<_> = (0..8)
+            .map(|_| {
+                s.spawn(|| -> anyhow::Result<()> {
+                    let mut conn = client::Conn::open(&socket)?;
+                    loop {
+                        let Some(ev) = corpus.lock().unwrap().next() else {
+                            return Ok(());
+                        };
+                        let n = sent.fetch_add(1, Ordering::Relaxed);
+                        let id = format!("corpus{n:026}");
+                        let at = ev.received_at.to_string();
+                        let r = conn.request(
+                            "POST",
+                            wire::PATH_EVENTS,
+                            &[(wire::H_EVENT_ID, &id), (wire::H_RECEIVED_AT, &at)],
+                            &ev.payload,
+                            Duration::from_secs(60),
+                        )?;
+                        anyhow::ensure!(
+                            r.status == 200,
+                            "HTTP {}: {}",
+                            r.status,
+                            String::from_utf8_lossy(&r.body)
+                        );
+                        if n % 100_000 == 99_999 {
+                            eprintln!("  … {} events sent", n + 1);
+                        }
+                    }
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join().expect("corpus thread")?;
+        }
+        Ok(())
+    })?;
+    let s = status(&socket)?;
+    println!(
+        "corpus: {} observations, {} prompts, {} sessions in {:.1} s ({} events)",
+        s.observations,
+        s.prompts,
+        s.sessions,
+        start.elapsed().as_secs_f64(),
+        sent.load(Ordering::Relaxed)
+    );
+    // SessionStart of a new session of a busy project, digest included, as the API serves it.
+    let mut times = Vec::with_capacity(runs);
+    for (i, source) in ["startup", "compact"].iter().enumerate() {
+        times.clear();
+        for n in 0..runs {
+            let body = serde_json::json!({"session_id": format!("bench-start-{i}-{n}"), "cwd": "/home/dev/projects/acme-api", "hook_event_name": "SessionStart", "source": source}).to_string();
+            let id = format!("start{i}{n:024}");
+            let t = Instant::now();
+            let r = client::call(
+                &socket,
+                "POST",
+                wire::PATH_EVENTS,
+                &[(wire::H_EVENT_ID, &id)],
+                body.as_bytes(),
+                Duration::from_secs(10),
+            )?;
+            times.push(t.elapsed());
+            let reply: wire::RecordReply = serde_json::from_slice(&r.body)?;
+            anyhow::ensure!(
+                reply.output.is_some_and(|o| o.len() > 200),
+                "SessionStart gave no digest"
+            );
+        }
+        times.sort();
+        report.line(
+            &format!(
+                "SessionStart {source} with digest, API, {} obs",
+                s.observations
+            ),
+            &times,
+            Some(t_true),
+        );
+    }
+    let record = |n: usize| {
+        let mut c = Command::new(bins.join("nmem"));
+        c.arg("record")
+            .env("NMEM_HOME", home)
+            .env("NMEM_NO_AUTOSTART", "1");
+        let _ = n;
+        c
+    };
+    let k = AtomicUsize::new(0);
+    let t_rec = spawn_times(
+        runs,
+        || record(0),
+        Some(&|| {
+            let n = k.fetch_add(1, Ordering::Relaxed);
+            serde_json::json!({"session_id": format!("bench-rec-{n}"), "cwd": "/home/dev/projects/acme-api", "hook_event_name": "SessionStart", "source": "startup"}).to_string().into_bytes()
+        }),
+    );
+    report.line(
+        &format!("SessionStart via nmem record, {} obs", s.observations),
+        &t_rec,
+        Some(t_true),
+    );
+    let rss = std::fs::read_to_string(format!("/proc/{}/status", daemon.id()))?;
+    let field = |name: &str| {
+        rss.lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+            / 1024.0
+    };
+    println!(
+        "{:<48} {:>10.1} MB  (peak {:.1} MB)",
+        "nmemd RSS",
+        field("VmRSS:"),
+        field("VmHWM:")
+    );
+    report
+        .figures
+        .push(("nmemd_rss_mb".into(), field("VmRSS:")));
+    report
+        .figures
+        .push(("nmemd_rss_peak_mb".into(), field("VmHWM:")));
+    unsafe { libc::kill(daemon.id() as i32, libc::SIGTERM) };
+    daemon.wait()?;
+    let bytes = std::fs::metadata(home.join("nmem.db"))?.len();
+    let per = bytes as f64 / s.observations.max(1) as f64;
+    println!("{:<48} {:>10.0} bytes per observation  ({:.1} MB for {} observations and {} prompts, FTS included)", "database size", per, bytes as f64 / 1e6, s.observations, s.prompts);
+    report
+        .figures
+        .push(("db_bytes_per_observation".into(), per));
+    Ok(())
 }
 
 fn status(socket: &Path) -> anyhow::Result<wire::Status> {

@@ -287,11 +287,16 @@ fn recent_intents(
 
 fn files_touched(c: &Connection, project: &str, n: usize) -> rusqlite::Result<Vec<(String, i64)>> {
     let mut stmt = c.prepare_cached(
+        // One bounded index range per type (an IN over types would sort the whole project).
         "SELECT COALESCE(rel_path, file_path) AS f, COUNT(*) AS edits, MAX(timestamp) AS last FROM (
-            SELECT rel_path, file_path, timestamp FROM observations
-            WHERE project = ?1 AND obs_type IN ('file_edit', 'file_write') AND file_path IS NOT NULL
-            ORDER BY timestamp DESC LIMIT 400)
-         GROUP BY f ORDER BY edits DESC, last DESC LIMIT ?2",
+            SELECT rel_path, file_path, timestamp FROM (
+                SELECT rel_path, file_path, timestamp FROM observations
+                WHERE project = ?1 AND obs_type = 'file_edit' ORDER BY timestamp DESC LIMIT 300)
+            UNION ALL
+            SELECT rel_path, file_path, timestamp FROM (
+                SELECT rel_path, file_path, timestamp FROM observations
+                WHERE project = ?1 AND obs_type = 'file_write' ORDER BY timestamp DESC LIMIT 100))
+         WHERE f IS NOT NULL GROUP BY f ORDER BY edits DESC, last DESC LIMIT ?2",
     )?;
     let rows = stmt.query_map(params![project, n as i64], |r| Ok((r.get(0)?, r.get(1)?)))?;
     rows.collect()

@@ -85,8 +85,15 @@ fn run() -> anyhow::Result<()> {
         "nmemd ready"
     );
 
+    // Memory stays small and flat (DESIGN.md §6: 64 MB at 1M observations): few threads, and
+    // glibc's per-thread malloc arenas capped, since each would keep its own free memory.
+    #[cfg(target_env = "gnu")]
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, 2);
+    }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
+        .max_blocking_threads(8)
         .enable_all()
         .build()?;
     rt.block_on(async {
