@@ -9,7 +9,7 @@
 //!   then [`redact`]. Deterministic, no LLM.
 //! * [`store`]: schema and migrations, the single writer with group commit (and the [`dedup`]
 //!   cache it owns), read-only connections.
-//! * [`context`]: the SessionStart digest.
+//! * [`context`]: the SessionStart digest. [`query`]: search, timeline, recent context, memories.
 //! * [`spool`]: draining events that shims wrote while the daemon was away.
 //! * [`app`], [`config`], [`stats`]: shared state, `config.toml`, counters for status.
 
@@ -19,6 +19,7 @@ pub mod context;
 pub mod dedup;
 pub mod ingest;
 pub mod listener;
+pub mod query;
 pub mod redact;
 pub mod server;
 pub mod spool;

@@ -5,6 +5,7 @@
 
 use crate::app::App;
 use crate::ingest::RawEvent;
+use crate::query::{self, QueryError};
 use crate::store::writer::WriteError;
 use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, State};
@@ -13,6 +14,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use nmem_proto::harness::{Event, Harness};
+use nmem_proto::query as query_types;
 use nmem_proto::wire::{self, code, ErrorBody, RecordOutcome, RecordReply};
 use std::sync::Arc;
 
@@ -24,6 +26,11 @@ pub fn router(app: Arc<App>) -> Router {
         .route(wire::PATH_EVENTS, post(record))
         .route(wire::PATH_HEALTH, get(health))
         .route(wire::PATH_STATUS, get(status))
+        .route(wire::PATH_SEARCH, post(search))
+        .route(wire::PATH_OBSERVATIONS, post(observations))
+        .route(wire::PATH_TIMELINE, post(timeline))
+        .route(wire::PATH_RECENT, post(recent))
+        .route(wire::PATH_MEMORIES, post(memories))
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
         .layer(axum::middleware::map_response(stamp_version))
@@ -85,6 +92,64 @@ impl From<WriteError> for ApiError {
     }
 }
 
+impl From<QueryError> for ApiError {
+    fn from(e: QueryError) -> ApiError {
+        let (status, code) = match &e {
+            QueryError::BadRequest(_) => (StatusCode::BAD_REQUEST, code::BAD_REQUEST),
+            QueryError::BadFts(_) => (StatusCode::BAD_REQUEST, code::BAD_QUERY),
+            QueryError::NotFound(_) => (StatusCode::NOT_FOUND, code::NOT_FOUND),
+            QueryError::Read(_) => (StatusCode::INTERNAL_SERVER_ERROR, code::INTERNAL),
+        };
+        ApiError::new(status, code, e.to_string())
+    }
+}
+
+/// A JSON body, with a clear error when it is not one.
+fn body<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    serde_json::from_slice(bytes).map_err(|e| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            code::BAD_REQUEST,
+            format!("bad request body: {e}"),
+        )
+    })
+}
+
+async fn search(
+    State(app): State<Arc<App>>,
+    b: Bytes,
+) -> Result<Json<Vec<query_types::SearchHit>>, ApiError> {
+    Ok(Json(query::search(&app, body(&b)?).await?))
+}
+
+async fn observations(
+    State(app): State<Arc<App>>,
+    b: Bytes,
+) -> Result<Json<Vec<query_types::Observation>>, ApiError> {
+    Ok(Json(query::get(&app, body(&b)?).await?))
+}
+
+async fn timeline(
+    State(app): State<Arc<App>>,
+    b: Bytes,
+) -> Result<Json<query_types::Timeline>, ApiError> {
+    Ok(Json(query::timeline(&app, body(&b)?).await?))
+}
+
+async fn recent(
+    State(app): State<Arc<App>>,
+    b: Bytes,
+) -> Result<Json<Vec<query_types::Observation>>, ApiError> {
+    Ok(Json(query::recent(&app, body(&b)?).await?))
+}
+
+async fn memories(
+    State(app): State<Arc<App>>,
+    b: Bytes,
+) -> Result<Json<query_types::Saved>, ApiError> {
+    Ok(Json(query::save(&app, body(&b)?).await?))
+}
+
 async fn not_found() -> ApiError {
     ApiError::new(
         StatusCode::NOT_FOUND,
@@ -143,6 +208,7 @@ async fn record(
     body: Bytes,
 ) -> Result<Json<RecordReply>, ApiError> {
     let raw = raw_event(&headers, body)?;
+    let harness = raw.harness;
     let prepared = app.ingest.prepare(&raw).map_err(|e| {
         crate::stats::Stats::add(&app.stats.rejected, 1);
         ApiError::new(
@@ -161,7 +227,7 @@ async fn record(
     };
     let start = (prepared.event == Event::SessionStart).then(|| {
         (
-            prepared.harness,
+            harness,
             prepared.project.clone(),
             prepared.session_id.clone(),
             match &prepared.effect {

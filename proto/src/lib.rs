@@ -14,6 +14,7 @@
 pub mod client;
 pub mod harness;
 pub mod paths;
+pub mod query;
 pub mod spool;
 pub mod status;
 pub mod wire;

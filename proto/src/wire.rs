@@ -8,12 +8,22 @@
 //! | `POST /v1/events` | the raw hook payload; headers [`H_EVENT_ID`], [`H_RECEIVED_AT`], [`H_HARNESS`] | [`RecordReply`], sent after the commit |
 //! | `GET /v1/health` | | [`Health`] |
 //! | `GET /v1/status` | | [`Status`] |
+//! | `POST /v1/search` | [`crate::query::SearchRequest`] | `[SearchHit]` |
+//! | `POST /v1/observations` | [`crate::query::GetRequest`] | `[Observation]` |
+//! | `POST /v1/timeline` | [`crate::query::TimelineRequest`] | [`crate::query::Timeline`] |
+//! | `POST /v1/recent` | [`crate::query::RecentRequest`] | `[Observation]` |
+//! | `POST /v1/memories` | [`crate::query::SaveRequest`] | [`crate::query::Saved`] |
 
 use serde::{Deserialize, Serialize};
 
 pub const PATH_EVENTS: &str = "/v1/events";
 pub const PATH_HEALTH: &str = "/v1/health";
 pub const PATH_STATUS: &str = "/v1/status";
+pub const PATH_SEARCH: &str = "/v1/search";
+pub const PATH_OBSERVATIONS: &str = "/v1/observations";
+pub const PATH_TIMELINE: &str = "/v1/timeline";
+pub const PATH_RECENT: &str = "/v1/recent";
+pub const PATH_MEMORIES: &str = "/v1/memories";
 
 /// Unique per `nmem record` invocation; makes a replay from the spool idempotent.
 pub const H_EVENT_ID: &str = "x-nmem-event-id";
@@ -64,6 +74,8 @@ pub mod code {
     pub const BAD_REQUEST: &str = "bad_request";
     pub const INVALID_PAYLOAD: &str = "invalid_payload";
     pub const NOT_FOUND: &str = "not_found";
+    /// A search query FTS5 rejected; the message carries SQLite's.
+    pub const BAD_QUERY: &str = "bad_query";
     pub const SHUTTING_DOWN: &str = "shutting_down";
     pub const STORE_FAILED: &str = "store_failed";
     pub const INTERNAL: &str = "internal";

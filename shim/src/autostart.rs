@@ -53,6 +53,27 @@ pub fn start_daemon(paths: &Paths) -> bool {
     spawn(paths).is_ok()
 }
 
+/// Start the daemon for a person waiting on a query: no backoff, still single-flight.
+pub fn start_daemon_now(paths: &Paths) -> bool {
+    if ensure_private_dir(&paths.state).is_err() {
+        return false;
+    }
+    let Ok(lock) = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .open(paths.autostart_lock())
+    else {
+        return false;
+    };
+    // SAFETY: flock on a descriptor we own.
+    if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        return false;
+    }
+    spawn(paths).is_ok()
+}
+
 fn daemon_binary() -> PathBuf {
     if let Some(p) = std::env::var_os("NMEM_DAEMON_BIN") {
         return PathBuf::from(p);

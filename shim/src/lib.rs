@@ -8,6 +8,9 @@
 //! * [`ctl`]: `nmemctl` commands.
 
 pub mod autostart;
+pub mod cli;
 pub mod ctl;
+pub mod daemon_client;
 pub mod elide;
 pub mod record;
+pub mod serve;

@@ -80,7 +80,8 @@ pub enum SessionEffect {
 pub struct Prepared {
     pub event_id: String,
     pub received_at: i64,
-    pub harness: Harness,
+    /// Where it came from: a harness name, or `nmem` for what nmem's own tools save.
+    pub harness: &'static str,
     pub session_id: String,
     pub cwd: String,
     pub project: Project,
@@ -206,7 +207,7 @@ impl Ingest {
         let mut prepared = Prepared {
             event_id: raw.event_id.clone(),
             received_at: raw.received_at,
-            harness: raw.harness,
+            harness: raw.harness.as_str(),
             session_id: env.session_id.to_string(),
             cwd: env.cwd.to_string(),
             project: project.clone(),

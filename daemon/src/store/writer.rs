@@ -257,7 +257,7 @@ fn apply(
     )?
     .execute(params![
         ev.session_id,
-        ev.harness.as_str(),
+        ev.harness,
         ev.project.name,
         ev.project.root,
         ev.cwd,
@@ -274,7 +274,7 @@ fn apply(
             if t.timestamp > 0 { t.timestamp.min(t_event) } else { t_event - 1 },
             t.content,
             ev.project.name,
-            ev.harness.as_str(),
+            ev.harness,
             t.uid
         ])?;
     }
@@ -336,7 +336,7 @@ fn apply(
                     metadata,
                     ev.project.name,
                     ev.project.root,
-                    ev.harness.as_str(),
+                    ev.harness,
                     ev.event_id,
                     o.tool_use_id,
                     (ev.redactions > 0) as i64,
@@ -356,7 +356,7 @@ fn apply(
                     p.source,
                     p.content,
                     ev.project.name,
-                    ev.harness.as_str(),
+                    ev.harness,
                     ev.event_id,
                     p.prompt_uid,
                     (ev.redactions > 0) as i64,

@@ -1,6 +1,8 @@
 //! `nmem`: the hook handler and the command-line face of nmem.
 
-use clap::{Parser, Subcommand};
+use clap::{Parser, Subcommand, ValueEnum};
+use nmem_proto::query::OrderBy;
+use nmem_shim::cli;
 use std::process::ExitCode;
 
 #[derive(Parser)]
@@ -14,6 +16,35 @@ struct Cli {
     command: Command,
 }
 
+#[derive(Clone, Copy, ValueEnum)]
+enum Order {
+    Relevance,
+    DateDesc,
+    DateAsc,
+    Blended,
+}
+
+impl From<Order> for OrderBy {
+    fn from(o: Order) -> OrderBy {
+        match o {
+            Order::Relevance => OrderBy::Relevance,
+            Order::DateDesc => OrderBy::DateDesc,
+            Order::DateAsc => OrderBy::DateAsc,
+            Order::Blended => OrderBy::Blended,
+        }
+    }
+}
+
+#[derive(clap::Args)]
+struct ProjectArgs {
+    /// Only this project (default: the project of the current directory).
+    #[arg(long, conflicts_with = "all_projects")]
+    project: Option<String>,
+    /// Every project.
+    #[arg(long)]
+    all_projects: bool,
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// The hook handler: read one hook payload on stdin and hand it to nmemd (see `nmem record --help`).
@@ -23,6 +54,82 @@ enum Command {
         harness: String,
         /// codex-notify only: the JSON payload, passed as the last argument.
         payload: Option<String>,
+    },
+    /// The MCP server on stdin/stdout (tools: search, get_observations, timeline, recent_context, save_memory).
+    Serve,
+    /// Search past observations and prompts. Plain words match as written; FTS5 syntax
+    /// (AND/OR/NOT, "phrase", prefix*) is used as is.
+    Search {
+        #[arg(required = true)]
+        query: Vec<String>,
+        #[command(flatten)]
+        project: ProjectArgs,
+        /// Only this observation type (repeatable): command, command_error, file_edit, user_prompt, …
+        #[arg(long = "type")]
+        types: Vec<String>,
+        /// Only observations of this file (repeatable; absolute, project-relative, or a file name).
+        #[arg(long = "file")]
+        files: Vec<String>,
+        /// From this date (2026-08-20, an ISO date-time, or Unix time).
+        #[arg(long)]
+        since: Option<String>,
+        /// Up to this date.
+        #[arg(long)]
+        until: Option<String>,
+        #[arg(long, value_enum)]
+        order: Option<Order>,
+        /// Results (default 20, at most 100).
+        #[arg(long)]
+        limit: Option<i64>,
+        #[arg(long)]
+        offset: Option<i64>,
+        /// JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Full observations by id.
+    Get {
+        #[arg(required = true)]
+        ids: Vec<i64>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// What happened around an observation in its session.
+    Timeline {
+        /// The observation id to center on (or use --query).
+        anchor: Option<i64>,
+        /// Center on the best match of this search instead.
+        #[arg(long, conflicts_with = "anchor")]
+        query: Option<String>,
+        #[arg(long)]
+        before: Option<i64>,
+        #[arg(long)]
+        after: Option<i64>,
+        #[command(flatten)]
+        project: ProjectArgs,
+        #[arg(long)]
+        json: bool,
+    },
+    /// The latest observations of a project.
+    Recent {
+        #[command(flatten)]
+        project: ProjectArgs,
+        #[arg(long)]
+        limit: Option<i64>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remember something for later sessions.
+    Save {
+        #[arg(required = true)]
+        text: Vec<String>,
+        #[arg(long)]
+        title: Option<String>,
+        /// The project it belongs to (default: the current directory's).
+        #[arg(long)]
+        project: Option<String>,
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -39,5 +146,66 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Record { .. } => unreachable!("handled above"),
+        Command::Serve => match nmem_shim::serve::run() {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("nmem serve: {e:#}");
+                ExitCode::FAILURE
+            }
+        },
+        Command::Search {
+            query,
+            project,
+            types,
+            files,
+            since,
+            until,
+            order,
+            limit,
+            offset,
+            json,
+        } => cli::search(
+            query,
+            cli::project_arg(project.project, project.all_projects),
+            types,
+            files,
+            since,
+            until,
+            order.map(Into::into),
+            limit,
+            offset,
+            json,
+        ),
+        Command::Get { ids, json } => cli::get(ids, json),
+        Command::Timeline {
+            anchor,
+            query,
+            before,
+            after,
+            project,
+            json,
+        } => cli::timeline(
+            anchor,
+            query,
+            before,
+            after,
+            cli::project_arg(project.project, project.all_projects),
+            json,
+        ),
+        Command::Recent {
+            project,
+            limit,
+            json,
+        } => cli::recent(
+            cli::project_arg(project.project, project.all_projects),
+            limit,
+            json,
+        ),
+        Command::Save {
+            text,
+            title,
+            project,
+            json,
+        } => cli::save(text, title, project, json),
     }
 }

@@ -1,0 +1,135 @@
+//! Answering questions about the past: `search`, `get_observations`, `timeline`,
+//! `recent_context`, and `save_memory`. Every query is a bounded, indexed read on a read-only
+//! connection; only `save_memory` goes through the writer.
+
+mod fts_query;
+mod memory;
+mod recent;
+mod search;
+mod timeline;
+
+pub use fts_query::to_fts5;
+pub use memory::save;
+pub use recent::recent;
+pub use search::search;
+pub use timeline::{get, timeline};
+
+use crate::app::App;
+use nmem_proto::query::{Observation, When};
+use rusqlite::Row;
+
+/// Why a query could not be answered. Each message says what to change.
+#[derive(Debug, thiserror::Error)]
+pub enum QueryError {
+    #[error("{0}")]
+    BadRequest(String),
+    #[error("the search query is not valid FTS5: {0}. Quote the words (\"like this\"), or drop the operators and nmem matches the words as written")]
+    BadFts(String),
+    #[error("{0}")]
+    NotFound(String),
+    #[error("{0}")]
+    Read(String),
+}
+
+impl From<crate::store::readers::ReadError> for QueryError {
+    fn from(e: crate::store::readers::ReadError) -> Self {
+        QueryError::Read(e.to_string())
+    }
+}
+
+/// The project a request means: a name, every project (`None`), or the project of its cwd.
+pub fn project_of(
+    app: &App,
+    project: &Option<Option<String>>,
+    cwd: &Option<String>,
+) -> Option<String> {
+    match project {
+        Some(p) => p.clone().filter(|p| !p.is_empty()),
+        None => cwd.as_deref().map(|c| app.ingest.projects.resolve(c).name),
+    }
+}
+
+/// A limit, defaulted and capped.
+pub fn clamp(v: Option<i64>, default: i64, max: i64) -> i64 {
+    v.unwrap_or(default).clamp(1, max)
+}
+
+/// Unix milliseconds from epoch numbers (seconds when they look like seconds) or ISO text.
+pub fn millis(w: &When, end_of_day: bool) -> Result<i64, QueryError> {
+    match w {
+        When::Epoch(n) if n.abs() < 100_000_000_000 => Ok(n * 1000),
+        When::Epoch(n) => Ok(*n),
+        When::Text(s) => {
+            let s = s.trim();
+            if let Ok(n) = s.parse::<i64>() {
+                return millis(&When::Epoch(n), end_of_day);
+            }
+            if s.len() == 10 {
+                let t = if end_of_day {
+                    "T23:59:59.999Z"
+                } else {
+                    "T00:00:00Z"
+                };
+                if let Some(ms) = crate::ingest::reasoning::parse_rfc3339_ms(&format!("{s}{t}")) {
+                    return Ok(ms);
+                }
+            }
+            crate::ingest::reasoning::parse_rfc3339_ms(s).ok_or_else(|| {
+                QueryError::BadRequest(format!(
+                    "`{s}` is not a date: use 2026-08-20, 2026-08-20T09:14:00Z, or Unix seconds/milliseconds"
+                ))
+            })
+        }
+    }
+}
+
+/// The columns [`observation`] reads, in order.
+pub const OBS_COLUMNS: &str =
+    "id, timestamp, session_id, project, obs_type, source_event, tool_name, content, \
+     file_path, rel_path, metadata, prompt_id, is_pinned, redacted";
+
+pub fn observation(r: &Row) -> rusqlite::Result<Observation> {
+    let metadata: Option<String> = r.get(10)?;
+    Ok(Observation {
+        id: r.get(0)?,
+        timestamp: r.get(1)?,
+        session_id: r.get(2)?,
+        project: r.get(3)?,
+        obs_type: r.get(4)?,
+        source_event: r.get(5)?,
+        tool_name: r.get(6)?,
+        content: r.get(7)?,
+        file_path: r.get(8)?,
+        rel_path: r.get(9)?,
+        metadata: metadata.and_then(|m| serde_json::from_str(&m).ok()),
+        prompt_id: r.get(11)?,
+        is_pinned: r.get::<_, i64>(12)? != 0,
+        redacted: r.get::<_, i64>(13)? != 0,
+    })
+}
+
+/// Let the writer index what it has committed, so a search sees every acknowledged event.
+pub async fn catch_up_index(app: &App) -> Result<(), QueryError> {
+    let pending = app
+        .readers
+        .run(|c| {
+            c.query_row(
+                "SELECT (SELECT COALESCE(MAX(id), 0) FROM observations) > observations_upto
+                     OR (SELECT COALESCE(MAX(id), 0) FROM prompts) > prompts_upto FROM fts_state",
+                [],
+                |r| r.get::<_, bool>(0),
+            )
+        })
+        .await?;
+    if pending {
+        app.writer
+            .exec(|c| {
+                crate::store::fts::index_all(c)
+                    .map(|n| n.to_string())
+                    .map_err(|e| e.to_string())
+            })
+            .await
+            .map_err(QueryError::Read)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,60 @@
+//! `recent_context`: ADR-006's selection. The newest observations of the project, then other
+//! projects' to fill up, one per file path (the newest), commands and errors always kept.
+
+use super::{clamp, observation, project_of, QueryError, OBS_COLUMNS};
+use crate::app::App;
+use nmem_proto::query::{Observation, RecentRequest};
+use std::collections::HashSet;
+
+pub async fn recent(app: &App, req: RecentRequest) -> Result<Vec<Observation>, QueryError> {
+    let project = project_of(app, &req.project, &req.cwd);
+    let limit = clamp(req.limit, 30, 100) as usize;
+    let rows = app
+        .readers
+        .run(move |c| {
+            // Bounded scans of the (project, timestamp) and (timestamp) indexes; more than the
+            // limit so dedup by path can still fill it.
+            let scan = (limit * 4) as i64;
+            let mut out: Vec<Observation> = Vec::with_capacity(limit);
+            let mut paths = HashSet::new();
+            let mut take = |rows: Vec<Observation>, out: &mut Vec<Observation>| {
+                for o in rows {
+                    if out.len() >= limit {
+                        break;
+                    }
+                    if let Some(p) = &o.file_path {
+                        if !paths.insert(p.clone()) {
+                            continue;
+                        }
+                    }
+                    out.push(o);
+                }
+            };
+            match &project {
+                Some(p) => {
+                    let local: Vec<Observation> = c
+                        .prepare_cached(&format!("SELECT {OBS_COLUMNS} FROM observations WHERE project = ?1 ORDER BY timestamp DESC, id DESC LIMIT ?2"))?
+                        .query_map(rusqlite::params![p, scan], observation)?
+                        .collect::<Result<_, _>>()?;
+                    take(local, &mut out);
+                    if out.len() < limit {
+                        let other: Vec<Observation> = c
+                            .prepare_cached(&format!("SELECT {OBS_COLUMNS} FROM observations WHERE project != ?1 ORDER BY timestamp DESC, id DESC LIMIT ?2"))?
+                            .query_map(rusqlite::params![p, scan], observation)?
+                            .collect::<Result<_, _>>()?;
+                        take(other, &mut out);
+                    }
+                }
+                None => {
+                    let all: Vec<Observation> = c
+                        .prepare_cached(&format!("SELECT {OBS_COLUMNS} FROM observations ORDER BY timestamp DESC, id DESC LIMIT ?1"))?
+                        .query_map([scan], observation)?
+                        .collect::<Result<_, _>>()?;
+                    take(all, &mut out);
+                }
+            }
+            Ok(out)
+        })
+        .await?;
+    Ok(rows)
+}

@@ -1,0 +1,254 @@
+//! Queries: the requests and replies of `/v1/search`, `/v1/observations`, `/v1/timeline`,
+//! `/v1/recent` and `/v1/memories`, shared by the daemon, the MCP server and the CLI.
+//!
+//! Parameter names follow ADR-006; the names claude-mem and CodexMem clients send are accepted
+//! too (`type` for `obs_type`, `dateStart`/`dateEnd`, `orderBy`, `depth_before`/`depth_after`).
+//! `project` has three states: absent means the project of `cwd` (the client's working
+//! directory), `null` means every project, a string names one.
+
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::Value;
+
+/// Absent, null, or a value: `Option<Option<T>>` that keeps the difference.
+fn tri<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(d).map(Some)
+}
+
+/// One value or a list of them (`"obs_type": "command"` or `["command", "command_error"]`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(untagged)]
+pub enum OneOrMany {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl OneOrMany {
+    pub fn into_vec(self) -> Vec<String> {
+        match self {
+            OneOrMany::One(s) => s
+                .split(',')
+                .map(|p| p.trim().to_string())
+                .filter(|p| !p.is_empty())
+                .collect(),
+            OneOrMany::Many(v) => v,
+        }
+    }
+}
+
+/// A point in time: Unix milliseconds (or seconds, when small), or an ISO-8601 date or date-time.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(untagged)]
+pub enum When {
+    Epoch(i64),
+    Text(String),
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum OrderBy {
+    /// BM25.
+    #[default]
+    Relevance,
+    #[serde(alias = "date-desc", alias = "newest")]
+    DateDesc,
+    #[serde(alias = "date-asc", alias = "oldest")]
+    DateAsc,
+    /// BM25 blended with recency.
+    Blended,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct SearchRequest {
+    /// What to look for. Plain words (paths, `foo-bar`, `a.b`, `x::y` included) match as
+    /// written; FTS5 syntax (`AND`/`OR`/`NOT`, `"phrase"`, `prefix*`, parentheses) is used as is.
+    #[serde(default)]
+    pub query: String,
+    /// A project name; null for every project; absent for the project of `cwd`.
+    #[serde(
+        default,
+        deserialize_with = "tri",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub project: Option<Option<String>>,
+    /// Only these observation types (also `type`).
+    #[serde(default, alias = "type", alias = "obs_types", alias = "types")]
+    pub obs_type: Option<OneOrMany>,
+    /// Only observations of these files (absolute, project-relative, or a suffix such as a file name).
+    #[serde(default, alias = "file", alias = "file_path")]
+    pub files: Option<OneOrMany>,
+    /// From this time on (also `dateStart`, `since`).
+    #[serde(default, alias = "dateStart", alias = "since", alias = "date_from")]
+    pub date_start: Option<When>,
+    /// Up to this time (also `dateEnd`, `until`).
+    #[serde(default, alias = "dateEnd", alias = "until", alias = "date_to")]
+    pub date_end: Option<When>,
+    /// relevance (default), date_desc, date_asc or blended (also `orderBy`).
+    #[serde(default, alias = "orderBy", alias = "order")]
+    pub order_by: Option<OrderBy>,
+    /// Results to return: default 20, at most 100.
+    #[serde(default)]
+    pub limit: Option<i64>,
+    #[serde(default)]
+    pub offset: Option<i64>,
+    /// Include prompts (user intents and agent reasoning) in the results (default true).
+    #[serde(default)]
+    pub include_prompts: Option<bool>,
+    /// The client's working directory, for the default project.
+    #[serde(default)]
+    pub cwd: Option<String>,
+}
+
+/// One search result: an observation's preview, or a prompt with its full text.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct SearchHit {
+    /// `observation` or `prompt`.
+    pub kind: String,
+    pub id: i64,
+    pub timestamp: i64,
+    pub obs_type: Option<String>,
+    pub content_preview: String,
+    /// Prompts only: the whole text (prompts are short).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
+    /// Prompts only: `user` or `agent`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    pub file_path: Option<String>,
+    pub session_id: String,
+    pub project: String,
+    pub score: f64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct GetRequest {
+    /// Observation ids, at most 50. Order is kept; missing ids are left out.
+    #[serde(default, alias = "observation_ids")]
+    pub ids: Vec<i64>,
+}
+
+/// A whole observation.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Observation {
+    pub id: i64,
+    pub timestamp: i64,
+    pub session_id: String,
+    pub project: String,
+    pub obs_type: String,
+    pub source_event: String,
+    pub tool_name: Option<String>,
+    pub content: String,
+    pub file_path: Option<String>,
+    pub rel_path: Option<String>,
+    pub metadata: Option<Value>,
+    pub prompt_id: Option<i64>,
+    pub is_pinned: bool,
+    pub redacted: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct TimelineRequest {
+    /// The observation to center on. Either this or `query`.
+    #[serde(default, alias = "id", alias = "observation_id")]
+    pub anchor: Option<i64>,
+    /// Center on the best match of this search instead of an id.
+    #[serde(default)]
+    pub query: Option<String>,
+    /// Observations before the anchor in its session: default 5, at most 50 (also `depth_before`).
+    #[serde(default, alias = "depth_before")]
+    pub before: Option<i64>,
+    /// Observations after the anchor: default 5, at most 50 (also `depth_after`).
+    #[serde(default, alias = "depth_after")]
+    pub after: Option<i64>,
+    /// For `query`: a project name, null for all, absent for the project of `cwd`.
+    #[serde(
+        default,
+        deserialize_with = "tri",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub project: Option<Option<String>>,
+    #[serde(default)]
+    pub cwd: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Timeline {
+    pub anchor: Observation,
+    pub before: Vec<Observation>,
+    pub after: Vec<Observation>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct RecentRequest {
+    /// A project name; null for every project; absent for the project of `cwd`.
+    #[serde(
+        default,
+        deserialize_with = "tri",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub project: Option<Option<String>>,
+    /// Observations to return: default 30, at most 100.
+    #[serde(default)]
+    pub limit: Option<i64>,
+    #[serde(default)]
+    pub cwd: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct SaveRequest {
+    /// What to remember.
+    #[serde(default)]
+    pub text: String,
+    /// A short title.
+    #[serde(default)]
+    pub title: Option<String>,
+    /// The project it belongs to (default: the project of `cwd`).
+    #[serde(
+        default,
+        deserialize_with = "tri",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub project: Option<Option<String>>,
+    #[serde(default)]
+    pub cwd: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Saved {
+    pub id: i64,
+    pub project: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn project_is_tri_state_and_aliases_work() {
+        let absent: SearchRequest = serde_json::from_str(r#"{"query":"x"}"#).unwrap();
+        assert_eq!(absent.project, None);
+        let all: SearchRequest = serde_json::from_str(r#"{"query":"x","project":null}"#).unwrap();
+        assert_eq!(all.project, Some(None));
+        let one: SearchRequest = serde_json::from_str(
+            r#"{"query":"x","project":"p","type":["a","b"],"dateStart":"2026-01-01","orderBy":"date_desc"}"#,
+        )
+        .unwrap();
+        assert_eq!(one.project, Some(Some("p".into())));
+        assert_eq!(one.obs_type.unwrap().into_vec(), ["a", "b"]);
+        assert_eq!(one.order_by, Some(OrderBy::DateDesc));
+        assert_eq!(OneOrMany::One("a, b".into()).into_vec(), ["a", "b"]);
+        let t: TimelineRequest = serde_json::from_str(r#"{"query":"q","depth_before":2}"#).unwrap();
+        assert_eq!(t.before, Some(2));
+    }
+}

@@ -1,0 +1,248 @@
+//! `nmem search | get | timeline | recent | save`: the MCP tools on the command line. Readable
+//! tables by default, `--json` for scripts. Exit 0 on success (an empty result included), 1 when
+//! the daemon says the request is wrong, 2 when it cannot be reached.
+
+use crate::daemon_client::{post, CallError};
+use nmem_proto::query::{
+    GetRequest, Observation, OneOrMany, OrderBy, RecentRequest, SaveRequest, Saved, SearchHit,
+    SearchRequest, Timeline, TimelineRequest, When,
+};
+use nmem_proto::wire;
+use std::process::ExitCode;
+
+/// Which project: `--project NAME`, `--all-projects`, or (neither) the current directory's.
+pub fn project_arg(project: Option<String>, all: bool) -> Option<Option<String>> {
+    if all {
+        Some(None)
+    } else {
+        project.map(Some)
+    }
+}
+
+fn cwd() -> Option<String> {
+    std::env::current_dir()
+        .ok()
+        .map(|p| p.to_string_lossy().into_owned())
+}
+
+fn finish<T: serde::Serialize>(
+    res: Result<T, CallError>,
+    json: bool,
+    human: impl FnOnce(&T),
+) -> ExitCode {
+    match res {
+        Ok(v) if json => {
+            println!("{}", serde_json::to_string_pretty(&v).expect("serialises"));
+            ExitCode::SUCCESS
+        }
+        Ok(v) => {
+            human(&v);
+            ExitCode::SUCCESS
+        }
+        Err(CallError::Api { message, .. }) => {
+            eprintln!("nmem: {message}");
+            ExitCode::from(1)
+        }
+        Err(e) => {
+            eprintln!("nmem: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+pub fn search(
+    query: Vec<String>,
+    project: Option<Option<String>>,
+    types: Vec<String>,
+    files: Vec<String>,
+    since: Option<String>,
+    until: Option<String>,
+    order: Option<OrderBy>,
+    limit: Option<i64>,
+    offset: Option<i64>,
+    json: bool,
+) -> ExitCode {
+    let req = SearchRequest {
+        query: query.join(" "),
+        project,
+        obs_type: (!types.is_empty()).then_some(OneOrMany::Many(types)),
+        files: (!files.is_empty()).then_some(OneOrMany::Many(files)),
+        date_start: since.map(When::Text),
+        date_end: until.map(When::Text),
+        order_by: order,
+        limit,
+        offset,
+        include_prompts: None,
+        cwd: cwd(),
+    };
+    finish(
+        post::<_, Vec<SearchHit>>(wire::PATH_SEARCH, &req),
+        json,
+        |hits| {
+            if hits.is_empty() {
+                println!("no results");
+            }
+            for h in hits {
+                let id = if h.kind == "prompt" {
+                    format!("p{}", h.id)
+                } else {
+                    format!("#{}", h.id)
+                };
+                println!(
+                    "{id:>8}  {}  {:<15} {:<14} {}",
+                    when(h.timestamp),
+                    h.obs_type.as_deref().unwrap_or(""),
+                    h.project,
+                    one_line(&h.content_preview)
+                );
+            }
+        },
+    )
+}
+
+pub fn get(ids: Vec<i64>, json: bool) -> ExitCode {
+    finish(
+        post::<_, Vec<Observation>>(wire::PATH_OBSERVATIONS, &GetRequest { ids }),
+        json,
+        |obs| {
+            for o in obs {
+                print_full(o);
+            }
+        },
+    )
+}
+
+pub fn timeline(
+    anchor: Option<i64>,
+    query: Option<String>,
+    before: Option<i64>,
+    after: Option<i64>,
+    project: Option<Option<String>>,
+    json: bool,
+) -> ExitCode {
+    let req = TimelineRequest {
+        anchor,
+        query,
+        before,
+        after,
+        project,
+        cwd: cwd(),
+    };
+    finish(post::<_, Timeline>(wire::PATH_TIMELINE, &req), json, |t| {
+        for o in &t.before {
+            print_row("  ", o);
+        }
+        print_row("▶ ", &t.anchor);
+        for o in &t.after {
+            print_row("  ", o);
+        }
+    })
+}
+
+pub fn recent(project: Option<Option<String>>, limit: Option<i64>, json: bool) -> ExitCode {
+    let req = RecentRequest {
+        project,
+        limit,
+        cwd: cwd(),
+    };
+    finish(
+        post::<_, Vec<Observation>>(wire::PATH_RECENT, &req),
+        json,
+        |obs| {
+            if obs.is_empty() {
+                println!("nothing recorded yet");
+            }
+            for o in obs {
+                print_row("", o);
+            }
+        },
+    )
+}
+
+pub fn save(
+    text: Vec<String>,
+    title: Option<String>,
+    project: Option<String>,
+    json: bool,
+) -> ExitCode {
+    let req = SaveRequest {
+        text: text.join(" "),
+        title,
+        project: project.map(Some),
+        cwd: cwd(),
+    };
+    finish(post::<_, Saved>(wire::PATH_MEMORIES, &req), json, |s| {
+        println!("saved as #{} in {}", s.id, s.project);
+    })
+}
+
+fn print_row(prefix: &str, o: &Observation) {
+    println!(
+        "{prefix}#{:<8} {}  {:<15} {}",
+        o.id,
+        when(o.timestamp),
+        o.obs_type,
+        one_line(&o.content)
+    );
+}
+
+fn print_full(o: &Observation) {
+    println!(
+        "#{} {} {} ({}, session {})",
+        o.id,
+        o.obs_type,
+        when(o.timestamp),
+        o.project,
+        o.session_id
+    );
+    if let Some(f) = &o.file_path {
+        println!("  file: {f}");
+    }
+    for line in o.content.lines() {
+        println!("  {line}");
+    }
+    if let Some(m) = &o.metadata {
+        println!("  metadata: {m}");
+    }
+    println!();
+}
+
+fn one_line(s: &str) -> String {
+    let flat = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    if flat.chars().count() > 100 {
+        format!("{}…", flat.chars().take(99).collect::<String>())
+    } else {
+        flat
+    }
+}
+
+/// `2026-08-20 09:14` (UTC).
+pub fn when(ms: i64) -> String {
+    let secs = ms.div_euclid(1000);
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Civil from days (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}",
+        rem / 3600,
+        (rem % 3600) / 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn dates() {
+        assert_eq!(super::when(0), "1970-01-01 00:00");
+        assert_eq!(super::when(1_787_217_247_630), "2026-08-20 09:14");
+    }
+}

@@ -1,0 +1,99 @@
+//! Queries to the daemon for the CLI and the MCP server: JSON in, JSON out, with the daemon
+//! started on demand and errors that say what to do.
+
+use nmem_proto::paths::Paths;
+use nmem_proto::{client, wire};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use std::time::{Duration, Instant};
+
+const DEADLINE: Duration = Duration::from_secs(30);
+
+#[derive(Debug)]
+pub enum CallError {
+    /// The daemon is not there and could not be started.
+    Unavailable(String),
+    /// The daemon answered with an error (`code`, `message`).
+    Api { code: String, message: String },
+}
+
+impl std::fmt::Display for CallError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CallError::Unavailable(m) => f.write_str(m),
+            CallError::Api { message, .. } => f.write_str(message),
+        }
+    }
+}
+
+/// POST `body` to `path` and decode the reply.
+pub fn post<B: Serialize, R: DeserializeOwned>(path: &str, body: &B) -> Result<R, CallError> {
+    let paths = Paths::from_env();
+    let bytes = serde_json::to_vec(body).expect("request serialises");
+    let reply = match client::call(&paths.socket, "POST", path, &[], &bytes, DEADLINE) {
+        Ok(r) => r,
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused
+            ) =>
+        {
+            start_and_wait(&paths)?;
+            client::call(&paths.socket, "POST", path, &[], &bytes, DEADLINE)
+                .map_err(|e| unavailable(&paths, &e.to_string()))?
+        }
+        Err(e) => return Err(unavailable(&paths, &e.to_string())),
+    };
+    if reply.status == 200 {
+        return serde_json::from_slice(&reply.body)
+            .map_err(|e| CallError::Unavailable(format!("nmemd sent a reply this client cannot read ({e}); is it the same version? See `nmemctl status`")));
+    }
+    match serde_json::from_slice::<wire::ErrorBody>(&reply.body) {
+        Ok(e) => Err(CallError::Api {
+            code: e.code,
+            message: e.message,
+        }),
+        Err(_) => Err(CallError::Api {
+            code: "internal".into(),
+            message: format!("nmemd answered HTTP {}", reply.status),
+        }),
+    }
+}
+
+fn unavailable(paths: &Paths, why: &str) -> CallError {
+    CallError::Unavailable(format!(
+        "nmemd is not running ({why}). Start it with `nmemd` (or `nmemctl start` where a service is installed); socket: {}",
+        paths.socket.display()
+    ))
+}
+
+/// Start the daemon (unless NMEM_NO_AUTOSTART=1) and wait up to 5 s for it to answer.
+fn start_and_wait(paths: &Paths) -> Result<(), CallError> {
+    if std::env::var_os("NMEM_NO_AUTOSTART").is_some_and(|v| v == "1") {
+        return Err(unavailable(
+            paths,
+            "and NMEM_NO_AUTOSTART=1 keeps it from being started",
+        ));
+    }
+    crate::autostart::start_daemon_now(paths);
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(5) {
+        if client::call(
+            &paths.socket,
+            "GET",
+            wire::PATH_HEALTH,
+            &[],
+            b"",
+            Duration::from_millis(200),
+        )
+        .is_ok_and(|r| r.status == 200)
+        {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Err(unavailable(
+        paths,
+        "it did not come up within 5 s; see its log",
+    ))
+}
