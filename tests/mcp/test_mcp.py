@@ -1,0 +1,205 @@
+"""`nmem serve` driven by a real MCP client we did not write: the official Python SDK.
+
+Starts the real nmemd in a temporary NMEM_HOME, records the Claude Code fixtures with the real
+`nmem record`, then speaks MCP over stdio to `nmem serve`: initialize, tools/list, every tool with
+normal, edge and error inputs (ADR-006's error table), the parameter names claude-mem and CodexMem
+clients send, and the daemon being down. Run by scripts/test; prints `mcp: N passed, M failed`.
+"""
+
+import asyncio
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+BIN = Path(os.environ["NMEM_BIN_DIR"])  # set by scripts/env.sh
+FIXTURES = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "hooks" / "claude-code"
+RESULTS = {"passed": 0, "failed": 0}
+
+
+def check(name, cond, detail=""):
+    if cond:
+        RESULTS["passed"] += 1
+    else:
+        RESULTS["failed"] += 1
+        print(f"FAIL {name}: {detail}", file=sys.stderr)
+
+
+def attr(obj, *names):
+    # The SDK's field names changed between versions (serverInfo → server_info, isError → is_error).
+    for n in names:
+        if hasattr(obj, n):
+            return getattr(obj, n)
+    raise AttributeError(names)
+
+
+def is_error(result):
+    return bool(attr(result, "is_error", "isError"))
+
+
+def text(result):
+    return "".join(c.text for c in result.content if getattr(c, "type", "") == "text")
+
+
+def payload(result):
+    return json.loads(text(result))
+
+
+class Home:
+    def __init__(self):
+        self.dir = Path(tempfile.mkdtemp(prefix="nmem-mcp-"))
+        self.env = dict(os.environ, NMEM_HOME=str(self.dir), NMEM_NO_AUTOSTART="1")
+        self.project = self.dir / "acme-api"  # the fixtures' project, as the server's cwd
+        self.project.mkdir()
+        self.daemon = None
+
+    def start(self):
+        self.daemon = subprocess.Popen([BIN / "nmemd"], env=self.env, stderr=subprocess.DEVNULL)
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            r = subprocess.run([BIN / "nmemctl", "status", "--json"], env=self.env, capture_output=True)
+            if r.returncode == 0:
+                return
+            time.sleep(0.02)
+        raise RuntimeError("nmemd did not start")
+
+    def stop(self):
+        if self.daemon:
+            self.daemon.send_signal(signal.SIGTERM)
+            self.daemon.wait()
+            self.daemon = None
+
+    def record(self, name):
+        data = (FIXTURES / name).read_bytes()
+        r = subprocess.run([BIN / "nmem", "record"], input=data, env=self.env, capture_output=True)
+        assert r.returncode == 0, r
+
+    def server(self):
+        return StdioServerParameters(command=str(BIN / "nmem"), args=["serve"], env=self.env, cwd=str(self.project))
+
+
+async def with_daemon(home):
+    async with stdio_client(home.server()) as (read, write):
+        async with ClientSession(read, write) as s:
+            init = await s.initialize()
+            check("server name", attr(init, 'server_info', 'serverInfo').name == "nmem", attr(init, 'server_info', 'serverInfo'))
+            check("server version", attr(init, 'server_info', 'serverInfo').version and attr(init, 'server_info', 'serverInfo').version[0].isdigit(), attr(init, 'server_info', 'serverInfo'))
+            check("instructions explain the workflow", "search" in (init.instructions or "") and "timeline" in init.instructions and "get_observations" in init.instructions, init.instructions)
+
+            tools = {t.name: t for t in (await s.list_tools()).tools}
+            check("five tools", set(tools) == {"search", "get_observations", "timeline", "recent_context", "save_memory"}, list(tools))
+            check("search schema names query", "query" in json.dumps(attr(tools["search"], "input_schema", "inputSchema")), attr(tools["search"], "input_schema", "inputSchema"))
+
+            # search: normal, path, prompt, aliases, filters, no results, malformed FTS.
+            r = await s.call_tool("search", {"query": "src/routes/invoices.ts"})
+            hits = payload(r)
+            check("search by path", not is_error(r) and {h["obs_type"] for h in hits} >= {"file_read", "file_edit"}, hits)
+            check("previews are short", all(len(h["content_preview"]) <= 120 for h in hits), hits)
+            r = await s.call_tool("search", {"query": "regression test", "type": "user_prompt"})
+            hits = payload(r)
+            check("prompt results carry their text", hits and hits[0]["kind"] == "prompt" and hits[0]["content"].startswith("Issue #482"), hits)
+            r = await s.call_tool("search", {"query": "tsc", "obs_type": ["command_error", "command"], "orderBy": "date_desc", "dateStart": "2000-01-01"})
+            check("aliases obs_type list, orderBy, dateStart", not is_error(r) and payload(r)[0]["obs_type"] == "command_error", text(r))
+            r = await s.call_tool("search", {"query": "tsc", "dateEnd": "2001-01-01"})
+            check("dateEnd filters", payload(r) == [], text(r))
+            r = await s.call_tool("search", {"query": "echo", "project": None})
+            check("project null means all", len(payload(r)) == 1, text(r))
+            r = await s.call_tool("search", {"query": "echo"})
+            check("project defaults to the server's", payload(r) == [], text(r))
+            r = await s.call_tool("search", {"query": "zebra-unicorn"})
+            check("no results is an empty list", not is_error(r) and payload(r) == [], text(r))
+            r = await s.call_tool("search", {"query": "\"unbalanced"})
+            check("malformed FTS is a tool error with SQLite's message", is_error(r) and "unterminated string" in text(r), text(r))
+            r = await s.call_tool("search", {"query": "invoices", "files": ["invoices.ts"], "limit": 1, "offset": 0})
+            check("files filter and limit", len(payload(r)) == 1 and payload(r)[0]["file_path"].endswith("invoices.ts"), text(r))
+            r = await s.call_tool("search", {})
+            check("missing query is a tool error", is_error(r), text(r))
+
+            edit = payload(await s.call_tool("search", {"query": "skip", "type": "file_edit"}))[0]["id"]
+            # get_observations.
+            r = await s.call_tool("get_observations", {"ids": [edit, 999999]})
+            obs = payload(r)
+            check("get keeps order, leaves out missing", [o["id"] for o in obs] == [edit], obs)
+            r = await s.call_tool("get_observations", {"ids": []})
+            check("empty ids is a tool error", is_error(r) and "ids array must not be empty" in text(r), text(r))
+            r = await s.call_tool("get_observations", {"ids": [999999]})
+            check("all ids missing is an empty list", not is_error(r) and payload(r) == [], text(r))
+
+            # timeline: anchor, query, depth aliases, missing anchor.
+            r = await s.call_tool("timeline", {"anchor": edit, "before": 1, "after": 1})
+            t = payload(r)
+            check("timeline around an anchor", t["anchor"]["id"] == edit and len(t["before"]) == 1 and len(t["after"]) == 1, t)
+            r = await s.call_tool("timeline", {"query": "tsc", "depth_before": 0, "depth_after": 2})
+            t = payload(r)
+            check("timeline by query with depth aliases", t["anchor"]["obs_type"] == "command_error" and len(t["after"]) <= 2, t)
+            r = await s.call_tool("timeline", {"anchor": 424242})
+            check("missing anchor is a tool error", is_error(r) and "anchor observation not found" in text(r), text(r))
+            r = await s.call_tool("timeline", {})
+            check("timeline needs anchor or query", is_error(r), text(r))
+
+            # recent_context and save_memory.
+            r = await s.call_tool("recent_context", {"limit": 3})
+            check("recent_context", len(payload(r)) == 3 and payload(r)[0]["project"] == "acme-api", text(r))
+            r = await s.call_tool("recent_context", {"project": "no-such-project"})
+            check("recent_context of an unknown project backfills from others", not is_error(r), text(r))
+            r = await s.call_tool("save_memory", {"text": "Cursor pages must skip the cursor row", "title": "pagination rule"})
+            saved = payload(r)
+            check("save_memory returns id and project", saved["project"] == "acme-api" and saved["id"] > 0, saved)
+            r = await s.call_tool("search", {"query": "skip the cursor row", "type": "memory"})
+            check("a saved memory is searchable", payload(r)[0]["id"] == saved["id"], text(r))
+            r = await s.call_tool("save_memory", {"text": "  "})
+            check("empty memory is a tool error", is_error(r), text(r))
+
+            # Unknown tools are protocol errors.
+            try:
+                await s.call_tool("no_such_tool", {})
+                check("unknown tool raises", False, "no error")
+            except Exception:
+                check("unknown tool raises", True)
+
+
+async def without_daemon(home):
+    async with stdio_client(home.server()) as (read, write):
+        async with ClientSession(read, write) as s:
+            await s.initialize()
+            tools = (await s.list_tools()).tools
+            check("tools listed with the daemon down", len(tools) == 5, tools)
+            r = await s.call_tool("search", {"query": "invoices"})
+            check("daemon down is a tool error that says what to do", is_error(r) and "nmemd is not running" in text(r) and "Start it" in text(r), text(r))
+
+
+def main():
+    home = Home()
+    try:
+        home.start()
+        for f in ["session_start.startup.json", "user_prompt_submit.json", "post_tool_use.read.json",
+                  "post_tool_use.edit.json", "post_tool_use.bash.ok.json", "post_tool_use.bash.error.json",
+                  "post_tool_use.grep.json", "stop.json"]:
+            home.record(f)
+        other = {"session_id": "other", "cwd": "/home/dev/projects/load", "hook_event_name": "PostToolUse",
+                 "tool_name": "Bash", "tool_input": {"command": "echo hi"}, "tool_response": {"stdout": "hi"}}
+        subprocess.run([BIN / "nmem", "record"], input=json.dumps(other).encode(), env=home.env, check=True)
+        asyncio.run(with_daemon(home))
+        home.stop()
+        asyncio.run(without_daemon(home))
+    except Exception:
+        traceback.print_exc()
+        RESULTS["failed"] += 1
+    finally:
+        home.stop()
+        shutil.rmtree(home.dir, ignore_errors=True)
+    print(f"mcp: {RESULTS['passed']} passed, {RESULTS['failed']} failed")
+    sys.exit(1 if RESULTS["failed"] else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,217 @@
+//! The query CLI end to end: `nmem search | get | timeline | recent | save` against a real
+//! daemon holding what the Claude Code fixtures recorded.
+
+use nmem_e2e::*;
+use serde_json::Value;
+use std::process::Output;
+
+struct Fixture {
+    home: Home,
+    _daemon: Daemon,
+    /// A folder named like the fixtures' project, so "the current project" is acme-api.
+    project_dir: std::path::PathBuf,
+}
+
+fn setup(tag: &str) -> Fixture {
+    let home = Home::new(tag);
+    let daemon = home.start();
+    for f in [
+        "session_start.startup.json",
+        "user_prompt_submit.json",
+        "post_tool_use.read.json",
+        "post_tool_use.edit.json",
+        "post_tool_use.bash.ok.json",
+        "post_tool_use.bash.error.json",
+        "post_tool_use.grep.json",
+        "stop.json",
+    ] {
+        assert!(home
+            .record("claude-code", &fixture(&format!("hooks/claude-code/{f}")))
+            .status
+            .success());
+    }
+    assert!(home
+        .record("claude-code", &bash_event("other-session", 1))
+        .status
+        .success()); // project "load"
+    let project_dir = home.dir.join("acme-api");
+    std::fs::create_dir_all(&project_dir).unwrap();
+    Fixture {
+        home,
+        _daemon: daemon,
+        project_dir,
+    }
+}
+
+impl Fixture {
+    fn nmem(&self, args: &[&str]) -> Output {
+        self.home
+            .cmd("nmem")
+            .args(args)
+            .current_dir(&self.project_dir)
+            .output()
+            .unwrap()
+    }
+
+    fn json(&self, args: &[&str]) -> Value {
+        let mut a = args.to_vec();
+        a.push("--json");
+        let out = self.nmem(&a);
+        assert!(
+            out.status.success(),
+            "nmem {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+}
+
+fn ids(v: &Value) -> Vec<i64> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["id"].as_i64().unwrap())
+        .collect()
+}
+
+#[test]
+fn search_finds_paths_words_and_prompts_in_the_current_project() {
+    let f = setup("q-search");
+    let hits = f.json(&["search", "src/routes/invoices.ts"]);
+    let types: Vec<&str> = hits
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["obs_type"].as_str().unwrap())
+        .collect();
+    assert!(
+        types.contains(&"file_read") && types.contains(&"file_edit"),
+        "{hits}"
+    );
+    assert!(hits
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|h| h["project"] == "acme-api"));
+    assert!(hits.as_array().unwrap().iter().all(|h| h["content_preview"]
+        .as_str()
+        .unwrap()
+        .chars()
+        .count()
+        <= 120));
+    // A prompt says it is one and carries its whole text.
+    let p = f.json(&["search", "regression test", "--type", "user_prompt"]);
+    assert_eq!(p[0]["kind"], "prompt");
+    assert!(p[0]["content"].as_str().unwrap().starts_with("Issue #482"));
+    // FTS syntax goes through; what FTS5 rejects is an error with SQLite's message.
+    assert!(!ids(&f.json(&["search", "tsc OR vitest"])).is_empty());
+    assert!(!ids(&f.json(&["search", "invoic*"])).is_empty());
+    let bad = f.nmem(&["search", "\"unbalanced"]);
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("not valid FTS5: unterminated string"),
+        "{bad:?}"
+    );
+    // Filters: type, project, all projects; no results is not an error.
+    let errs = f.json(&["search", "tsc", "--type", "command_error"]);
+    assert_eq!(errs.as_array().unwrap().len(), 1);
+    assert!(
+        f.json(&["search", "echo"]).as_array().unwrap().is_empty(),
+        "another project's command is not in acme-api"
+    );
+    assert_eq!(
+        f.json(&["search", "echo", "--all-projects"])
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    assert_eq!(
+        f.json(&["search", "echo", "--project", "load"])
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    let none = f.nmem(&["search", "zebra-unicorn"]);
+    assert!(none.status.success());
+    assert!(String::from_utf8_lossy(&none.stdout).contains("no results"));
+    // Orders.
+    let newest = f.json(&["search", "invoices", "--order", "date-desc"]);
+    let ts: Vec<i64> = newest
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["timestamp"].as_i64().unwrap())
+        .collect();
+    assert!(ts.windows(2).all(|w| w[0] >= w[1]), "{ts:?}");
+    assert!(!ids(&f.json(&["search", "invoices", "--order", "blended"])).is_empty());
+}
+
+#[test]
+fn get_timeline_recent_and_save() {
+    let f = setup("q-more");
+    let edit = f.json(&["search", "skip", "--type", "file_edit"])[0]["id"]
+        .as_i64()
+        .unwrap();
+    let got = f.json(&["get", &edit.to_string(), "999999", "1"]);
+    assert_eq!(ids(&got), vec![edit, 1], "order kept, missing ids left out");
+    assert_eq!(got[0]["obs_type"], "file_edit");
+    assert!(got[0]["metadata"]["added"].as_i64().is_some());
+
+    let t = f.json(&[
+        "timeline",
+        &edit.to_string(),
+        "--before",
+        "1",
+        "--after",
+        "1",
+    ]);
+    assert_eq!(t["anchor"]["id"], edit);
+    assert_eq!(t["before"].as_array().unwrap().len(), 1);
+    assert_eq!(t["after"].as_array().unwrap().len(), 1);
+    let by_query = f.json(&["timeline", "--query", "tsc"]);
+    assert_eq!(by_query["anchor"]["obs_type"], "command_error");
+    let missing = f.nmem(&["timeline", "424242"]);
+    assert_eq!(missing.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("anchor observation not found"));
+
+    let recent = f.json(&["recent", "--limit", "5"]);
+    assert_eq!(recent.as_array().unwrap().len(), 5);
+    assert_eq!(recent[0]["obs_type"], "turn_end", "newest first");
+    let paths: Vec<&str> = recent
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|o| o["file_path"].as_str())
+        .collect();
+    let mut unique = paths.clone();
+    unique.dedup();
+    assert_eq!(paths, unique, "one observation per file");
+
+    let saved = f.json(&[
+        "save",
+        "Cursor pages must skip the cursor row",
+        "--title",
+        "pagination rule",
+    ]);
+    assert_eq!(saved["project"], "acme-api");
+    let found = f.json(&["search", "skip the cursor row", "--type", "memory"]);
+    assert_eq!(found[0]["id"], saved["id"]);
+}
+
+#[test]
+fn a_missing_daemon_is_named_with_what_to_do() {
+    let home = Home::new("q-down");
+    let out = home
+        .cmd("nmem")
+        .args(["search", "anything"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("nmemd is not running") && err.contains("Start it"),
+        "{err}"
+    );
+}
