@@ -36,7 +36,7 @@ impl Rng {
     }
 }
 
-const PROJECTS: &[(&str, &str)] = &[
+pub const PROJECTS: &[(&str, &str)] = &[
     ("acme-api", "ts"),
     ("billing", "py"),
     ("web-app", "tsx"),

@@ -352,12 +352,14 @@ fn at_scale(
 ) -> anyhow::Result<()> {
     std::fs::create_dir_all(home)?;
     let socket = home.join("nmemd.sock");
+    // A database this run (or `--fill`) built before is measured as it is.
+    let reuse = home.join("nmem.db").exists();
     let mut daemon = start_daemon(bins, home)?;
     let start = Instant::now();
     let corpus = std::sync::Mutex::new(corpus::Corpus::new(42, scale, 1_700_000_000_000));
     let sent = AtomicUsize::new(0);
     std::thread::scope(|s| -> anyhow::Result<()> {
-        let handles: Vec<_> = (0..8)
+        let handles: Vec<_> = (0..if reuse { 0 } else { 8 })
             .map(|_| {
                 s.spawn(|| -> anyhow::Result<()> {
                     let mut conn = client::Conn::open(&socket)?;
@@ -457,6 +459,7 @@ fn at_scale(
         &t_rec,
         Some(t_true),
     );
+    queries(&socket, s.observations, report)?;
     let rss = std::fs::read_to_string(format!("/proc/{}/status", daemon.id()))?;
     let field = |name: &str| {
         rss.lines()
@@ -486,6 +489,122 @@ fn at_scale(
     report
         .figures
         .push(("db_bytes_per_observation".into(), per));
+    Ok(())
+}
+
+/// Typical questions (1–3 words) in every order, with the project of the cwd and across all.
+const QUERIES: &[&str] = &[
+    "token refresh",
+    "pagination",
+    "invoices",
+    "retry backoff",
+    "deadlock",
+    "ECONNREFUSED",
+    "webhooks",
+    "cargo test",
+    "TS2322",
+    "flaky integration test",
+    "migration locks",
+    "cache invalidation",
+    "rate limiting",
+    "refunds",
+    "nil pointer",
+    "csv export encoding",
+    "idempotency keys",
+    "structured logging",
+    "scheduler",
+    "memory growth worker",
+];
+
+fn queries(socket: &Path, observations: u64, report: &mut Report) -> anyhow::Result<()> {
+    let mut conn = client::Conn::open(socket)?;
+    let mut post = |path: &str, body: serde_json::Value| -> anyhow::Result<Duration> {
+        let bytes = body.to_string();
+        let t = Instant::now();
+        let r = conn.request("POST", path, &[], bytes.as_bytes(), Duration::from_secs(30))?;
+        let d = t.elapsed();
+        anyhow::ensure!(
+            r.status == 200,
+            "{path} {body}: HTTP {} {}",
+            r.status,
+            String::from_utf8_lossy(&r.body)
+        );
+        Ok(d)
+    };
+    // Warm the caches once, as a running daemon's are.
+    for q in QUERIES {
+        post(
+            wire::PATH_SEARCH,
+            serde_json::json!({"query": q, "project": null}),
+        )?;
+    }
+    let mut all = Vec::new();
+    for order in ["relevance", "date_desc", "blended"] {
+        let mut times = Vec::new();
+        for q in QUERIES {
+            for project in [serde_json::json!("acme-api"), serde_json::Value::Null] {
+                times.push(post(
+                    wire::PATH_SEARCH,
+                    serde_json::json!({"query": q, "project": project, "order_by": order}),
+                )?);
+            }
+        }
+        times.sort();
+        all.extend(times.iter().copied());
+        let p99 = pct(&times, 0.99);
+        println!(
+            "{:<48} p50 {:>7.3} ms  p99 {:>7.3} ms  max {:>7.3} ms",
+            format!("search {order}, {observations} obs"),
+            ms(pct(&times, 0.5)),
+            ms(p99),
+            ms(*times.last().unwrap())
+        );
+        report
+            .figures
+            .push((format!("search_{order}_p50_ms"), ms(pct(&times, 0.5))));
+        report
+            .figures
+            .push((format!("search_{order}_p99_ms"), ms(p99)));
+    }
+    all.sort();
+    report
+        .figures
+        .push(("search_all_p50_ms".into(), ms(pct(&all, 0.5))));
+    let mut rng = corpus::Rng::new(9);
+    let mut t_timeline = Vec::new();
+    for _ in 0..200 {
+        let anchor = 1 + rng.below(observations.max(1) as usize) as i64;
+        t_timeline.push(post(
+            wire::PATH_TIMELINE,
+            serde_json::json!({"anchor": anchor}),
+        )?);
+    }
+    t_timeline.sort();
+    println!(
+        "{:<48} p50 {:>7.3} ms  p99 {:>7.3} ms",
+        "timeline (5 before, 5 after)",
+        ms(pct(&t_timeline, 0.5)),
+        ms(pct(&t_timeline, 0.99))
+    );
+    report
+        .figures
+        .push(("timeline_p50_ms".into(), ms(pct(&t_timeline, 0.5))));
+    let mut t_recent = Vec::new();
+    for _ in 0..10 {
+        for (p, _) in corpus::PROJECTS {
+            t_recent.push(post(wire::PATH_RECENT, serde_json::json!({"project": p}))?);
+        }
+    }
+    t_recent.sort();
+    println!(
+        "{:<48} p50 {:>7.3} ms  p99 {:>7.3} ms",
+        "recent_context (30)",
+        ms(pct(&t_recent, 0.5)),
+        ms(pct(&t_recent, 0.99))
+    );
+    report
+        .figures
+        .push(("recent_context_p50_ms".into(), ms(pct(&t_recent, 0.5))));
     Ok(())
 }
 

@@ -6,11 +6,12 @@ use nmem_proto::query::{OrderBy, SearchHit, SearchRequest};
 use rusqlite::types::Value as Sql;
 use rusqlite::Connection;
 
-/// Candidates the blended order re-ranks (BM25 picks them, recency reorders them).
-const BLEND_POOL: i64 = 200;
-/// Matches ranked per query before falling back to all of them: the newest this many. Ranking
-/// every match of a word found in half the memory costs hundreds of milliseconds at 1M.
-const CANDIDATES: i64 = 2_000;
+/// At most this many extra candidates for the blended order to re-rank.
+const BLEND_POOL: i64 = 100;
+/// How many of the newest matches are ranked, tried in turn until the filters leave enough
+/// results: ranking every match of a word found in half the memory costs hundreds of
+/// milliseconds at 1M, and a rare word has few matches anyway.
+const CANDIDATES: [Option<i64>; 4] = [Some(300), Some(3_000), Some(30_000), None];
 
 pub async fn search(app: &App, req: SearchRequest) -> Result<Vec<SearchHit>, QueryError> {
     let text = req.query.trim();
@@ -55,7 +56,11 @@ const PROMPT_TYPES: &[&str] = &["prompt", "user_prompt", "agent_reasoning", "rea
 impl Plan {
     fn run(&self, c: &Connection) -> Result<Vec<SearchHit>, QueryError> {
         let want = match self.order {
-            OrderBy::Blended => (self.offset + self.limit).max(BLEND_POOL),
+            OrderBy::Blended => {
+                // BM25 picks some more than asked, recency reorders them.
+                let w = self.offset + self.limit;
+                w + w.min(BLEND_POOL)
+            }
             _ => self.offset + self.limit,
         };
         let obs_types: Vec<&String> = self
@@ -127,17 +132,20 @@ impl Plan {
         }
     }
 
-    /// The newest `CANDIDATES` matches are ranked first (FTS5 walks its index by rowid, newest
-    /// first, and stops there); only when filters leave too few of them is every match ranked.
+    /// The newest matches are ranked first (FTS5 walks its index by rowid, newest first, and
+    /// stops at the cap); more are ranked only when the filters leave too few (`CANDIDATES`).
     fn observations(
         &self,
         c: &Connection,
         types: &[&String],
         want: i64,
     ) -> Result<Vec<SearchHit>, QueryError> {
-        let hits = self.observations_within(c, types, want, Some(CANDIDATES))?;
-        if (hits.len() as i64) < want {
-            return self.observations_within(c, types, want, None);
+        let mut hits = Vec::new();
+        for cap in CANDIDATES {
+            hits = self.observations_within(c, types, want, cap)?;
+            if hits.len() as i64 >= want {
+                break;
+            }
         }
         Ok(hits)
     }
@@ -213,9 +221,12 @@ impl Plan {
         sources: &[&str],
         want: i64,
     ) -> Result<Vec<SearchHit>, QueryError> {
-        let hits = self.prompts_within(c, sources, want, Some(CANDIDATES))?;
-        if (hits.len() as i64) < want {
-            return self.prompts_within(c, sources, want, None);
+        let mut hits = Vec::new();
+        for cap in CANDIDATES {
+            hits = self.prompts_within(c, sources, want, cap)?;
+            if hits.len() as i64 >= want {
+                break;
+            }
         }
         Ok(hits)
     }
