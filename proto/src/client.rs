@@ -82,8 +82,8 @@ pub fn call(
     conn.request_within(method, path, headers, body, start, deadline)
 }
 
-/// A kept-alive connection, for clients that make many requests (load generators, the MCP
-/// server). The hook uses [`call`] instead: one request per process.
+/// A kept-alive connection, for clients that make many requests (the benchmark's load
+/// generator). The hook uses [`call`] instead: one request per process.
 pub struct Conn {
     stream: UnixStream,
     keep_alive: bool,
