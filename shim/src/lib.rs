@@ -12,5 +12,6 @@ pub mod cli;
 pub mod ctl;
 pub mod daemon_client;
 pub mod elide;
+pub mod install;
 pub mod record;
 pub mod serve;

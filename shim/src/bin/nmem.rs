@@ -45,6 +45,43 @@ struct ProjectArgs {
     all_projects: bool,
 }
 
+#[derive(clap::Args)]
+struct TargetArgs {
+    /// claude-code, codex, gemini, cursor or all (default: Claude Code and every other harness
+    /// whose config folder exists).
+    #[arg(long)]
+    harness: Option<String>,
+    /// Leave the service manager alone (the shims start nmemd on demand).
+    #[arg(long)]
+    no_service: bool,
+    /// Print what would change; change nothing.
+    #[arg(long)]
+    dry_run: bool,
+}
+
+impl TargetArgs {
+    fn options(self, delete_data: bool) -> Result<nmem_shim::install::Options, ExitCode> {
+        let targets = match self
+            .harness
+            .as_deref()
+            .map(nmem_shim::install::Target::parse)
+        {
+            None => None,
+            Some(Some(t)) => Some(t),
+            Some(None) => {
+                eprintln!("nmem: unknown harness; use claude-code, codex, gemini, cursor or all");
+                return Err(ExitCode::from(2));
+            }
+        };
+        Ok(nmem_shim::install::Options {
+            targets,
+            service: !self.no_service,
+            dry_run: self.dry_run,
+            delete_data,
+        })
+    }
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// The hook handler: read one hook payload on stdin and hand it to nmemd (see `nmem record --help`).
@@ -118,6 +155,20 @@ enum Command {
         limit: Option<i64>,
         #[arg(long)]
         json: bool,
+    },
+    /// Wire nmem into the harnesses (hooks and MCP server) and the service manager. Idempotent;
+    /// every changed file is backed up first; only nmem's own entries are touched.
+    Install {
+        #[command(flatten)]
+        target: TargetArgs,
+    },
+    /// Take nmem's hooks, MCP servers and service out again; the memory is kept.
+    Uninstall {
+        #[command(flatten)]
+        target: TargetArgs,
+        /// Also delete the memory (database and spool).
+        #[arg(long)]
+        delete_data: bool,
     },
     /// Remember something for later sessions.
     Save {
@@ -207,5 +258,16 @@ fn main() -> ExitCode {
             project,
             json,
         } => cli::save(text, title, project, json),
+        Command::Install { target } => match target.options(false) {
+            Ok(o) => nmem_shim::install::install(o),
+            Err(code) => code,
+        },
+        Command::Uninstall {
+            target,
+            delete_data,
+        } => match target.options(delete_data) {
+            Ok(o) => nmem_shim::install::uninstall(o),
+            Err(code) => code,
+        },
     }
 }

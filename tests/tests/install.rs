@@ -1,0 +1,235 @@
+//! `nmem install` / `nmem uninstall` against a temporary HOME that already holds other tools'
+//! hooks and MCP servers for every harness.
+
+use nmem_e2e::*;
+use serde_json::{json, Value};
+use std::path::Path;
+
+fn foreign_files(home: &Path) -> Vec<(&'static str, Value)> {
+    let files = vec![
+        (
+            ".claude/settings.json",
+            json!({"model": "opus", "permissions": {"allow": ["Bash(ls:*)"]},
+                   "hooks": {"PostToolUse": [{"matcher": "Edit|Write", "hooks": [{"type": "command", "command": "prettier --write", "timeout": 30}]}],
+                             "Notification": [{"hooks": [{"type": "command", "command": "notify-send claude"}]}]}}),
+        ),
+        (
+            ".claude.json",
+            json!({"numStartups": 12, "mcpServers": {"github": {"type": "stdio", "command": "github-mcp", "args": []}}}),
+        ),
+        (
+            ".codex/hooks.json",
+            json!({"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "say done"}]}]}}),
+        ),
+        (
+            ".gemini/settings.json",
+            json!({"theme": "dark", "hooks": {"AfterTool": [{"matcher": "write_file", "hooks": [{"type": "command", "command": "lint.sh"}]}]},
+                   "mcpServers": {"fs": {"command": "fs-mcp"}}}),
+        ),
+        (
+            ".cursor/hooks.json",
+            json!({"version": 1, "hooks": {"stop": [{"command": "./audit.sh"}]}}),
+        ),
+        (
+            ".cursor/mcp.json",
+            json!({"mcpServers": {"linear": {"url": "https://mcp.linear.app/sse"}}}),
+        ),
+    ];
+    for (rel, v) in &files {
+        let p = home.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, serde_json::to_string_pretty(v).unwrap()).unwrap();
+    }
+    files
+}
+
+fn read(home: &Path, rel: &str) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(home.join(rel)).unwrap()).unwrap()
+}
+
+fn run(home: &Home, fake_home: &Path, args: &[&str]) -> String {
+    let out = home
+        .cmd("nmem")
+        .args(args)
+        .env("HOME", fake_home)
+        .env("PATH", "/usr/bin:/bin")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "nmem {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn commands(v: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    fn walk(v: &Value, out: &mut Vec<String>) {
+        match v {
+            Value::Object(m) => {
+                if let Some(c) = m.get("command").and_then(Value::as_str) {
+                    out.push(c.to_string());
+                }
+                m.values().for_each(|x| walk(x, out));
+            }
+            Value::Array(a) => a.iter().for_each(|x| walk(x, out)),
+            _ => {}
+        }
+    }
+    walk(v, &mut out);
+    out
+}
+
+#[test]
+fn install_is_idempotent_keeps_foreign_entries_and_uninstall_restores_exactly() {
+    let home = Home::new("install");
+    let fake = home.dir.join("home");
+    std::fs::create_dir_all(&fake).unwrap();
+    let before = foreign_files(&fake);
+
+    let dry = run(
+        &home,
+        &fake,
+        &["install", "--harness", "all", "--no-service", "--dry-run"],
+    );
+    assert!(dry.contains("would change"), "{dry}");
+    for (rel, v) in &before {
+        assert_eq!(&read(&fake, rel), v, "--dry-run changed {rel}");
+    }
+
+    let first = run(
+        &home,
+        &fake,
+        &["install", "--harness", "all", "--no-service"],
+    );
+    assert!(first.contains("changed"), "{first}");
+    let after_first: Vec<Value> = before.iter().map(|(rel, _)| read(&fake, rel)).collect();
+    let second = run(
+        &home,
+        &fake,
+        &["install", "--harness", "all", "--no-service"],
+    );
+    assert!(
+        second.contains("nothing to change"),
+        "twice = once: {second}"
+    );
+    let after_second: Vec<Value> = before.iter().map(|(rel, _)| read(&fake, rel)).collect();
+    assert_eq!(after_first, after_second);
+
+    // nmem's entries are there, and every foreign one is untouched.
+    let claude = read(&fake, ".claude/settings.json");
+    for event in [
+        "SessionStart",
+        "UserPromptSubmit",
+        "PostToolUse",
+        "PostToolUseFailure",
+        "PreCompact",
+        "PostCompact",
+        "Stop",
+        "SubagentStop",
+        "StopFailure",
+        "SessionEnd",
+    ] {
+        assert!(
+            commands(&claude["hooks"][event])
+                .iter()
+                .any(|c| c.ends_with("nmem record")),
+            "{event}: {claude}"
+        );
+    }
+    assert_eq!(
+        claude["hooks"]["PostToolUse"][0]["hooks"][0]["command"],
+        "prettier --write"
+    );
+    assert_eq!(
+        claude["hooks"]["Notification"],
+        before[0].1["hooks"]["Notification"]
+    );
+    assert_eq!(claude["permissions"], before[0].1["permissions"]);
+    let cj = read(&fake, ".claude.json");
+    assert_eq!(
+        cj["mcpServers"]["github"],
+        before[1].1["mcpServers"]["github"]
+    );
+    assert_eq!(cj["mcpServers"]["nmem"]["args"], json!(["serve"]));
+    assert!(commands(&read(&fake, ".codex/hooks.json"))
+        .iter()
+        .any(|c| c.ends_with("record --harness codex")));
+    let gem = read(&fake, ".gemini/settings.json");
+    assert!(commands(&gem["hooks"]["AfterTool"]).contains(&"lint.sh".to_string()));
+    assert!(commands(&gem["hooks"]["AfterTool"])
+        .iter()
+        .any(|c| c.ends_with("record --harness gemini")));
+    assert_eq!(gem["mcpServers"]["fs"], before[3].1["mcpServers"]["fs"]);
+    let cur = read(&fake, ".cursor/hooks.json");
+    assert_eq!(cur["hooks"]["stop"][0]["command"], "./audit.sh");
+    assert!(commands(&cur["hooks"]["afterShellExecution"])
+        .iter()
+        .any(|c| c.ends_with("record --harness cursor")));
+    // Backups of what was there.
+    let backups: Vec<_> = std::fs::read_dir(fake.join(".claude"))
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().contains("nmem-backup"))
+        .collect();
+    assert_eq!(backups.len(), 1);
+    let backup: Value =
+        serde_json::from_str(&std::fs::read_to_string(backups[0].path()).unwrap()).unwrap();
+    assert_eq!(backup, before[0].1);
+
+    let out = run(
+        &home,
+        &fake,
+        &["uninstall", "--harness", "all", "--no-service"],
+    );
+    assert!(out.contains("the memory is kept"), "{out}");
+    for (rel, v) in &before {
+        assert_eq!(&read(&fake, rel), v, "uninstall did not restore {rel}");
+    }
+    assert!(run(
+        &home,
+        &fake,
+        &["uninstall", "--harness", "all", "--no-service"]
+    )
+    .contains("nothing to change"));
+}
+
+#[test]
+fn a_fresh_home_gets_claude_code_only_and_loses_it_all_on_uninstall() {
+    let home = Home::new("install-fresh");
+    let fake = home.dir.join("home");
+    std::fs::create_dir_all(&fake).unwrap();
+    run(&home, &fake, &["install", "--no-service"]);
+    assert!(fake.join(".claude/settings.json").exists());
+    assert!(
+        !fake.join(".gemini").exists(),
+        "harnesses without config are left alone"
+    );
+    run(&home, &fake, &["uninstall", "--no-service"]);
+    assert!(
+        !fake.join(".claude/settings.json").exists(),
+        "a file nmem created goes away"
+    );
+    assert!(!fake.join(".claude.json").exists());
+}
+
+#[test]
+fn a_broken_settings_file_is_not_touched() {
+    let home = Home::new("install-bad");
+    let fake = home.dir.join("home");
+    std::fs::create_dir_all(fake.join(".claude")).unwrap();
+    std::fs::write(fake.join(".claude/settings.json"), "{ not json").unwrap();
+    let out = home
+        .cmd("nmem")
+        .args(["install", "--no-service"])
+        .env("HOME", &fake)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not valid JSON"));
+    assert_eq!(
+        std::fs::read_to_string(fake.join(".claude/settings.json")).unwrap(),
+        "{ not json"
+    );
+}
