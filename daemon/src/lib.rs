@@ -19,6 +19,7 @@ pub mod context;
 pub mod dedup;
 pub mod ingest;
 pub mod listener;
+pub mod maintain;
 pub mod query;
 pub mod redact;
 pub mod server;

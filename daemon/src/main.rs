@@ -8,7 +8,7 @@ use std::process::ExitCode;
 const HELP: &str = "\
 nmemd: the nmem daemon, the only writer of nmem's database.
 
-Usage: nmemd [--help] [--version]
+Usage: nmemd [--help] [--version] [--check-config]
 
 Runs in the foreground until SIGTERM or SIGINT, serving the HTTP/JSON API on a Unix socket.
 Normally started by the systemd user unit, launchd, or on demand by `nmem record`.
@@ -27,6 +27,7 @@ fn main() -> ExitCode {
             println!("{HELP}");
             return ExitCode::SUCCESS;
         }
+        Some("--check-config") => return check_config(),
         Some("-V" | "--version") => {
             println!(
                 "nmemd {} (protocol {})",
@@ -55,6 +56,33 @@ fn main() -> ExitCode {
             eprintln!("nmemd: {e:#}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// Validate config.toml and its redaction patterns; exit 0 when all is well.
+fn check_config() -> ExitCode {
+    let paths = Paths::from_env();
+    let config = match Config::load(&paths.config) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let (_, problems) = nmem_daemon::redact::Redactor::new(&config.redact.patterns);
+    for p in &problems {
+        eprintln!("{p}");
+    }
+    if problems.is_empty() {
+        let what = if paths.config.exists() {
+            "is valid"
+        } else {
+            "does not exist: the defaults apply"
+        };
+        println!("{} {what}", paths.config.display());
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
     }
 }
 
@@ -100,13 +128,15 @@ fn run() -> anyhow::Result<()> {
         bound.listener.set_nonblocking(true)?;
         let listener = tokio::net::UnixListener::from_std(bound.listener)?;
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-        let drainer = tokio::spawn(spool::run(app.clone(), stop_rx));
+        let drainer = tokio::spawn(spool::run(app.clone(), stop_rx.clone()));
+        let maintainer = tokio::spawn(nmem_daemon::maintain::idle_loop(app.clone(), stop_rx));
         axum::serve(listener, server::router(app.clone()))
             .with_graceful_shutdown(listener::shutdown_signal())
             .await?;
         // No new connections; in-flight requests have their replies. Finish the queue.
         let _ = stop_tx.send(true);
         let _ = drainer.await;
+        let _ = maintainer.await;
         app.writer.shutdown().await;
         anyhow::Ok(())
     })?;

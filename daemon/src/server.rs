@@ -31,6 +31,8 @@ pub fn router(app: Arc<App>) -> Router {
         .route(wire::PATH_TIMELINE, post(timeline))
         .route(wire::PATH_RECENT, post(recent))
         .route(wire::PATH_MEMORIES, post(memories))
+        .route(wire::PATH_MAINTAIN, post(maintain))
+        .route(wire::PATH_PIN, post(pin))
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
         .layer(axum::middleware::map_response(stamp_version))
@@ -148,6 +150,41 @@ async fn memories(
     b: Bytes,
 ) -> Result<Json<query_types::Saved>, ApiError> {
     Ok(Json(query::save(&app, body(&b)?).await?))
+}
+
+async fn maintain(State(app): State<Arc<App>>) -> Result<Json<crate::maintain::Report>, ApiError> {
+    crate::maintain::now(&app).await.map(Json).map_err(|e| {
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            code::INTERNAL,
+            format!("maintenance failed: {e}"),
+        )
+    })
+}
+
+async fn pin(State(app): State<Arc<App>>, b: Bytes) -> Result<Json<wire::PinRequest>, ApiError> {
+    let req: wire::PinRequest = body(&b)?;
+    let (id, pinned) = (req.id, req.pinned);
+    let changed = app
+        .writer
+        .exec(move |c| {
+            c.execute(
+                "UPDATE observations SET is_pinned = ?2 WHERE id = ?1",
+                rusqlite::params![id, pinned as i64],
+            )
+            .map(|n| n.to_string())
+            .map_err(|e| e.to_string())
+        })
+        .await
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, code::INTERNAL, e))?;
+    if changed == "0" {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            code::NOT_FOUND,
+            format!("no observation has id {id}"),
+        ));
+    }
+    Ok(Json(req))
 }
 
 async fn not_found() -> ApiError {

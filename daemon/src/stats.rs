@@ -17,12 +17,19 @@ pub struct Stats {
     pub commit_micros: AtomicU64,
     /// Events handled by the writer (stored or not).
     pub events_written: AtomicU64,
+    /// When the writer last committed, and when maintenance last ran (Unix ms; 0: never).
+    pub last_write_ms: AtomicU64,
+    pub last_maintenance_ms: AtomicU64,
     last_error: Mutex<Option<String>>,
 }
 
 impl Stats {
     pub fn add(counter: &AtomicU64, n: u64) {
         counter.fetch_add(n, Relaxed);
+    }
+
+    pub fn set(counter: &AtomicU64, v: u64) {
+        counter.store(v, Relaxed);
     }
 
     pub fn get(counter: &AtomicU64) -> u64 {

@@ -89,6 +89,11 @@ impl Paths {
         self.state.join("autostart.lock")
     }
 
+    /// While this file exists, recording is paused (`nmemctl pause`): hooks exit 0 at once.
+    pub fn paused_flag(&self) -> PathBuf {
+        self.state.join("paused")
+    }
+
     /// Where an autostarted daemon writes its log.
     pub fn daemon_log(&self) -> PathBuf {
         self.state.join("nmemd.log")

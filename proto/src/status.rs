@@ -22,6 +22,7 @@ pub fn from_files(paths: &Paths) -> wire::Status {
             .map(|d| d.count() as u64)
             .unwrap_or(0),
         spool_dropped: spool::dropped_count(&paths.spool_dropped_log()),
+        paused: paths.paused_flag().exists(),
         ..Default::default()
     }
 }

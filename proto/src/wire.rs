@@ -24,6 +24,8 @@ pub const PATH_OBSERVATIONS: &str = "/v1/observations";
 pub const PATH_TIMELINE: &str = "/v1/timeline";
 pub const PATH_RECENT: &str = "/v1/recent";
 pub const PATH_MEMORIES: &str = "/v1/memories";
+pub const PATH_MAINTAIN: &str = "/v1/maintain";
+pub const PATH_PIN: &str = "/v1/pin";
 
 /// Unique per `nmem record` invocation; makes a replay from the spool idempotent.
 pub const H_EVENT_ID: &str = "x-nmem-event-id";
@@ -61,6 +63,13 @@ pub struct RecordReply {
     /// What the shim prints on stdout for the harness (the SessionStart digest, …).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<String>,
+}
+
+/// `POST /v1/pin`: pin (or unpin) an observation; pinned rows are never swept and show in the digest.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PinRequest {
+    pub id: i64,
+    pub pinned: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
@@ -124,6 +133,14 @@ pub struct Status {
     pub dedup_hits: u64,
     pub redactions: u64,
     pub schema_version: Option<u32>,
+    /// When the writer last committed and maintenance last ran (Unix ms).
+    #[serde(default)]
+    pub last_write_ms: Option<u64>,
+    #[serde(default)]
+    pub last_maintenance_ms: Option<u64>,
+    /// Recording is paused (`nmemctl pause`).
+    #[serde(default)]
+    pub paused: bool,
     pub last_error: Option<String>,
     /// Problems that need a person, each saying what to do. Empty when healthy.
     #[serde(default)]

@@ -182,3 +182,332 @@ fn print_human(s: &wire::Status) {
         println!("problem    {d}");
     }
 }
+
+fn ctl_post(
+    path: &str,
+    body: &serde_json::Value,
+    deadline: Duration,
+) -> Result<serde_json::Value, String> {
+    let paths = Paths::from_env();
+    let bytes = body.to_string();
+    let r = client::call(&paths.socket, "POST", path, &[], bytes.as_bytes(), deadline)
+        .map_err(|e| format!("nmemd is not running ({e}); start it with `nmemctl start`"))?;
+    if r.status == 200 {
+        serde_json::from_slice(&r.body).map_err(|e| e.to_string())
+    } else {
+        Err(serde_json::from_slice::<wire::ErrorBody>(&r.body)
+            .map(|e| e.message)
+            .unwrap_or_else(|_| format!("HTTP {}", r.status)))
+    }
+}
+
+fn fail(msg: impl std::fmt::Display) -> ExitCode {
+    eprintln!("nmemctl: {msg}");
+    ExitCode::from(1)
+}
+
+/// `nmemctl maintain`: WAL checkpoint, incremental vacuum, FTS integrity check and optimize.
+pub fn maintain() -> ExitCode {
+    match ctl_post(
+        wire::PATH_MAINTAIN,
+        &serde_json::json!({}),
+        Duration::from_secs(600),
+    ) {
+        Ok(r) => {
+            println!(
+                "full-text index: {} (caught up {} rows)",
+                r["fts_integrity"].as_str().unwrap_or(""),
+                r["fts_indexed"]
+            );
+            println!("free pages reclaimed: {}", r["freed_pages"]);
+            println!(
+                "WAL checkpoint: {}",
+                r["wal_checkpoint"].as_str().unwrap_or("")
+            );
+            println!(
+                "database: {} → {} in {} ms",
+                bytes(r["db_bytes_before"].as_u64().unwrap_or(0)),
+                bytes(r["db_bytes_after"].as_u64().unwrap_or(0)),
+                r["millis"]
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(e),
+    }
+}
+
+/// `nmemctl pin ID` / `unpin ID`.
+pub fn pin(id: i64, pinned: bool) -> ExitCode {
+    match ctl_post(
+        wire::PATH_PIN,
+        &serde_json::json!({"id": id, "pinned": pinned}),
+        CTL_DEADLINE,
+    ) {
+        Ok(_) => {
+            println!(
+                "#{id} {}",
+                if pinned {
+                    "pinned: kept forever and shown in every digest"
+                } else {
+                    "unpinned"
+                }
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(e),
+    }
+}
+
+/// `nmemctl pause` / `resume`: hooks record nothing (and still exit 0) while paused.
+pub fn pause(on: bool) -> ExitCode {
+    let paths = Paths::from_env();
+    let flag = paths.paused_flag();
+    let res = if on {
+        nmem_proto::paths::ensure_private_dir(&paths.state)
+            .and_then(|_| std::fs::write(&flag, format!("{}\n", nmem_proto::now_ms())))
+    } else {
+        match std::fs::remove_file(&flag) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            other => other,
+        }
+    };
+    match res {
+        Ok(()) => {
+            println!(
+                "{}",
+                if on {
+                    "recording paused for every project (`nmemctl resume` to go on)"
+                } else {
+                    "recording resumed"
+                }
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(format!("cannot change {}: {e}", flag.display())),
+    }
+}
+
+/// `nmemctl backup PATH`: SQLite's online backup, one consistent snapshot even while the daemon
+/// writes; read-only on the live database. The copy is integrity-checked.
+pub fn backup(dest: &std::path::Path) -> ExitCode {
+    let paths = Paths::from_env();
+    if dest.exists() {
+        return fail(format!("{} exists; choose a new file name", dest.display()));
+    }
+    let res = (|| -> rusqlite::Result<String> {
+        let src = rusqlite::Connection::open_with_flags(
+            &paths.db,
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+        )?;
+        src.busy_timeout(Duration::from_secs(10))?;
+        let mut dst = rusqlite::Connection::open(dest)?;
+        {
+            let b = rusqlite::backup::Backup::new(&src, &mut dst)?;
+            // All pages in one step: one read snapshot, whatever the writer does meanwhile.
+            b.step(-1)?;
+        }
+        dst.query_row("PRAGMA integrity_check", [], |r| r.get(0))
+    })();
+    match res {
+        Ok(ok) if ok == "ok" => {
+            let _ =
+                std::fs::set_permissions(dest, std::os::unix::fs::PermissionsExt::from_mode(0o600));
+            println!(
+                "backed up {} to {} ({}), integrity ok",
+                paths.db.display(),
+                dest.display(),
+                bytes(std::fs::metadata(dest).map(|m| m.len()).unwrap_or(0))
+            );
+            ExitCode::SUCCESS
+        }
+        Ok(bad) => fail(format!("the copy failed its integrity check: {bad}")),
+        Err(e) => {
+            let _ = std::fs::remove_file(dest);
+            fail(format!("backup of {} failed: {e}", paths.db.display()))
+        }
+    }
+}
+
+/// `nmemctl export`: everything as JSON lines (sessions, prompts, observations), read-only.
+pub fn export(output: Option<&std::path::Path>) -> ExitCode {
+    let paths = Paths::from_env();
+    let mut out: Box<dyn std::io::Write> = match output {
+        Some(p) => match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(p)
+        {
+            Ok(f) => Box::new(std::io::BufWriter::new(f)),
+            Err(e) => return fail(format!("cannot create {}: {e}", p.display())),
+        },
+        None => Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
+    };
+    let res = (|| -> Result<u64, String> {
+        let c = rusqlite::Connection::open_with_flags(
+            &paths.db,
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+        )
+        .map_err(|e| e.to_string())?;
+        let mut n = 0;
+        for (kind, sql) in [
+            ("session", "SELECT * FROM sessions ORDER BY started_at"),
+            ("prompt", "SELECT * FROM prompts ORDER BY id"),
+            ("observation", "SELECT * FROM observations ORDER BY id"),
+        ] {
+            let mut stmt = c.prepare(sql).map_err(|e| e.to_string())?;
+            let names: Vec<String> = stmt.column_names().iter().map(|s| s.to_string()).collect();
+            let mut rows = stmt.query([]).map_err(|e| e.to_string())?;
+            while let Some(row) = rows.next().map_err(|e| e.to_string())? {
+                let mut obj = serde_json::Map::new();
+                obj.insert("type".into(), kind.into());
+                for (i, name) in names.iter().enumerate() {
+                    let v = match row.get_ref(i).map_err(|e| e.to_string())? {
+                        rusqlite::types::ValueRef::Null => serde_json::Value::Null,
+                        rusqlite::types::ValueRef::Integer(x) => x.into(),
+                        rusqlite::types::ValueRef::Real(x) => x.into(),
+                        rusqlite::types::ValueRef::Text(t) => {
+                            let s = String::from_utf8_lossy(t).into_owned();
+                            // JSON columns stay JSON.
+                            if (name == "metadata" || name == "signature") && s.starts_with('{') {
+                                serde_json::from_str(&s).unwrap_or(serde_json::Value::String(s))
+                            } else {
+                                serde_json::Value::String(s)
+                            }
+                        }
+                        rusqlite::types::ValueRef::Blob(_) => serde_json::Value::Null,
+                    };
+                    obj.insert(name.clone(), v);
+                }
+                serde_json::to_writer(&mut out, &obj).map_err(|e| e.to_string())?;
+                out.write_all(b"\n").map_err(|e| e.to_string())?;
+                n += 1;
+            }
+        }
+        out.flush().map_err(|e| e.to_string())?;
+        Ok(n)
+    })();
+    match res {
+        Ok(n) => {
+            if let Some(p) = output {
+                eprintln!("exported {n} records to {}", p.display());
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(format!("export failed: {e}")),
+    }
+}
+
+/// `nmemctl logs`: the end of the daemon's log.
+pub fn logs(lines: usize) -> ExitCode {
+    let paths = Paths::from_env();
+    let log = paths.daemon_log();
+    match std::fs::read_to_string(&log) {
+        Ok(text) => {
+            let all: Vec<&str> = text.lines().collect();
+            for l in &all[all.len().saturating_sub(lines)..] {
+                println!("{l}");
+            }
+            ExitCode::SUCCESS
+        }
+        Err(_) => {
+            println!("no log at {} (a daemon run by systemd logs to the journal: journalctl --user -u nmemd)", log.display());
+            ExitCode::SUCCESS
+        }
+    }
+}
+
+/// `nmemctl config check`: the daemon's own parser judges the file.
+pub fn config_check() -> ExitCode {
+    let daemon = std::env::current_exe()
+        .map(|e| e.with_file_name("nmemd"))
+        .unwrap_or_else(|_| "nmemd".into());
+    match std::process::Command::new(daemon)
+        .arg("--check-config")
+        .status()
+    {
+        Ok(s) if s.success() => ExitCode::SUCCESS,
+        Ok(_) => ExitCode::from(1),
+        Err(e) => fail(format!("cannot run nmemd to check the config: {e}")),
+    }
+}
+
+fn systemd_unit_active() -> bool {
+    std::process::Command::new("systemctl")
+        .args(["--user", "is-enabled", "--quiet", "nmemd.socket"])
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// `nmemctl start | stop | restart`: through systemd when nmem's units are enabled, else directly.
+pub fn service(action: &str) -> ExitCode {
+    let paths = Paths::from_env();
+    if systemd_unit_active() {
+        let args: &[&str] = match action {
+            "start" => &["--user", "start", "nmemd.socket", "nmemd.service"],
+            "stop" => &["--user", "stop", "nmemd.service"],
+            _ => &["--user", "restart", "nmemd.service"],
+        };
+        return match std::process::Command::new("systemctl").args(args).status() {
+            Ok(s) if s.success() => ExitCode::SUCCESS,
+            _ => fail(format!(
+                "systemctl --user {action} failed; see journalctl --user -u nmemd"
+            )),
+        };
+    }
+    if action != "start" {
+        let pid: Option<i32> = std::fs::read_to_string(paths.db_lock())
+            .ok()
+            .and_then(|s| s.trim().parse().ok());
+        let up = client::call(
+            &paths.socket,
+            "GET",
+            wire::PATH_HEALTH,
+            &[],
+            b"",
+            Duration::from_millis(500),
+        )
+        .is_ok();
+        match (pid, up) {
+            (Some(pid), true) => {
+                unsafe { libc::kill(pid, libc::SIGTERM) };
+                let start = std::time::Instant::now();
+                while paths.socket.exists() && start.elapsed() < Duration::from_secs(30) {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                println!("nmemd stopped");
+            }
+            _ if action == "stop" => {
+                println!("nmemd is not running");
+                return ExitCode::SUCCESS;
+            }
+            _ => {}
+        }
+        if action == "stop" {
+            return ExitCode::SUCCESS;
+        }
+    }
+    if !crate::autostart::start_daemon_now(&paths) {
+        return fail("could not start nmemd (is another start under way?)");
+    }
+    let start = std::time::Instant::now();
+    while start.elapsed() < Duration::from_secs(10) {
+        if client::call(
+            &paths.socket,
+            "GET",
+            wire::PATH_HEALTH,
+            &[],
+            b"",
+            Duration::from_millis(200),
+        )
+        .is_ok_and(|r| r.status == 200)
+        {
+            println!("nmemd started");
+            return ExitCode::SUCCESS;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    fail(format!(
+        "nmemd did not come up; see `nmemctl logs` ({})",
+        paths.daemon_log().display()
+    ))
+}

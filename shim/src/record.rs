@@ -106,6 +106,13 @@ pub fn main(args: &[String]) -> ExitCode {
     let cursor_prompt = harness == Harness::Cursor && event == Event::UserPrompt;
 
     let paths = Paths::from_env();
+    if paths.paused_flag().exists() {
+        // `nmemctl pause`: record nothing, and never make the agent wait.
+        if cursor_prompt {
+            print(r#"{"continue":true}"#);
+        }
+        return ExitCode::SUCCESS;
+    }
     let event_id = client::new_event_id();
     let received = received_at.to_string();
     let deadline = std::env::var("NMEM_TIMEOUT_MS")

@@ -215,6 +215,7 @@ fn commit_batch(conn: &mut Connection, batch: &mut Vec<Pending>, dedup: &mut Ded
             Stats::add(&stats.commits, 1);
             Stats::add(&stats.commit_micros, started.elapsed().as_micros() as u64);
             Stats::add(&stats.events_written, results.len() as u64);
+            Stats::set(&stats.last_write_ms, nmem_proto::now_ms() as u64);
             for ((ev, reply), res) in batch.drain(..).zip(results) {
                 match &res {
                     Ok(a) => match a.outcome {

@@ -1,0 +1,169 @@
+//! `nmemctl` operations: backup while writing, pause and resume, pin, maintain, export,
+//! config check, start and stop.
+
+use nmem_e2e::*;
+use std::time::Duration;
+
+fn ctl(home: &Home, args: &[&str]) -> std::process::Output {
+    home.cmd("nmemctl").args(args).output().unwrap()
+}
+
+#[test]
+fn a_backup_taken_while_events_stream_in_is_consistent() {
+    let home = Home::new("backup");
+    let _d = home.start();
+    let dest = home.dir.join("backup.db");
+    std::thread::scope(|s| {
+        let writer = s.spawn(|| {
+            for i in 0..300 {
+                assert!(home
+                    .record("claude-code", &bash_event("backup", i))
+                    .status
+                    .success());
+            }
+        });
+        wait_until("some events stored", Duration::from_secs(20), || {
+            home.count("SELECT COUNT(*) FROM observations") > 20
+        });
+        let out = ctl(&home, &["backup", dest.to_str().unwrap()]);
+        assert!(out.status.success(), "{out:?}");
+        assert!(String::from_utf8_lossy(&out.stdout).contains("integrity ok"));
+        writer.join().unwrap();
+    });
+    let c = rusqlite::Connection::open(&dest).unwrap();
+    let ok: String = c
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(ok, "ok");
+    let n: i64 = c
+        .query_row("SELECT COUNT(*) FROM observations", [], |r| r.get(0))
+        .unwrap();
+    assert!(n > 0 && n <= 300, "{n}");
+    let again = ctl(&home, &["backup", dest.to_str().unwrap()]);
+    assert_eq!(
+        again.status.code(),
+        Some(1),
+        "an existing file is never overwritten"
+    );
+}
+
+#[test]
+fn pause_stops_recording_and_resume_starts_it_again() {
+    let home = Home::new("pause");
+    let _d = home.start();
+    assert!(ctl(&home, &["pause"]).status.success());
+    let out = home.record("claude-code", &bash_event("pause", 1));
+    assert!(out.status.success());
+    assert_eq!(home.count("SELECT COUNT(*) FROM observations"), 0);
+    assert_eq!(home.spool_files(), 0);
+    let s: serde_json::Value =
+        serde_json::from_slice(&ctl(&home, &["status", "--json"]).stdout).unwrap();
+    assert_eq!(s["paused"], true);
+    assert!(ctl(&home, &["resume"]).status.success());
+    assert!(home
+        .record("claude-code", &bash_event("pause", 2))
+        .status
+        .success());
+    assert_eq!(home.count("SELECT COUNT(*) FROM observations"), 1);
+}
+
+#[test]
+fn pin_maintain_export_and_config_check() {
+    let home = Home::new("ops");
+    let _d = home.start();
+    for i in 0..5 {
+        assert!(home
+            .record("claude-code", &bash_event("ops", i))
+            .status
+            .success());
+    }
+    assert!(home
+        .record(
+            "claude-code",
+            &fixture("hooks/claude-code/user_prompt_submit.json")
+        )
+        .status
+        .success());
+    assert!(ctl(&home, &["pin", "2"]).status.success());
+    assert_eq!(
+        home.count("SELECT is_pinned FROM observations WHERE id = 2"),
+        1
+    );
+    assert!(ctl(&home, &["unpin", "2"]).status.success());
+    assert_eq!(
+        home.count("SELECT is_pinned FROM observations WHERE id = 2"),
+        0
+    );
+    let missing = ctl(&home, &["pin", "999"]);
+    assert_eq!(missing.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("no observation has id 999"));
+
+    let m = ctl(&home, &["maintain"]);
+    assert!(m.status.success(), "{m:?}");
+    let text = String::from_utf8_lossy(&m.stdout);
+    assert!(
+        text.contains("observations_fts ok") && text.contains("WAL checkpoint: complete"),
+        "{text}"
+    );
+    let s: serde_json::Value =
+        serde_json::from_slice(&ctl(&home, &["status", "--json"]).stdout).unwrap();
+    assert!(s["last_maintenance_ms"].as_u64().is_some());
+
+    let out = ctl(&home, &["export"]);
+    assert!(out.status.success());
+    let lines: Vec<serde_json::Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let count = |t: &str| lines.iter().filter(|l| l["type"] == t).count();
+    assert_eq!(
+        (count("session"), count("prompt"), count("observation")),
+        (2, 1, 5)
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["type"] == "observation" && l["metadata"].is_object()),
+        "JSON columns stay JSON"
+    );
+
+    assert!(ctl(&home, &["config", "check"]).status.success());
+    std::fs::write(
+        &home.paths.config,
+        "[redact]\npatterns = [{ name = \"bad\", regex = \"(\" }]\n",
+    )
+    .unwrap();
+    let bad = ctl(&home, &["config", "check"]);
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("`bad`"),
+        "{bad:?}"
+    );
+}
+
+#[test]
+fn start_and_stop_without_a_service_manager() {
+    let home = Home::new("startstop");
+    let up = home
+        .cmd("nmemctl")
+        .arg("start")
+        .env("PATH", "/usr/bin:/bin")
+        .output()
+        .unwrap();
+    assert!(up.status.success(), "{up:?}");
+    assert!(home
+        .record("claude-code", &bash_event("ss", 1))
+        .status
+        .success());
+    assert_eq!(home.count("SELECT COUNT(*) FROM observations"), 1);
+    let down = home
+        .cmd("nmemctl")
+        .arg("stop")
+        .env("PATH", "/usr/bin:/bin")
+        .output()
+        .unwrap();
+    assert!(down.status.success(), "{down:?}");
+    assert!(!home.paths.socket.exists());
+    assert_eq!(ctl(&home, &["status"]).status.code(), Some(1));
+}
