@@ -16,6 +16,15 @@ pub struct Config {
     pub writer: WriterConfig,
     pub capture: CaptureConfig,
     pub digest: DigestConfig,
+    pub retention: RetentionConfig,
+}
+
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct RetentionConfig {
+    /// Days to keep each observation type (and `user_prompt`, `agent_reasoning`), overriding the
+    /// defaults: `max_age_days = { command = 365, file_read = 30 }`.
+    pub max_age_days: std::collections::HashMap<String, i64>,
 }
 
 #[derive(Debug, Clone, Deserialize, Default)]

@@ -33,6 +33,8 @@ pub fn router(app: Arc<App>) -> Router {
         .route(wire::PATH_MEMORIES, post(memories))
         .route(wire::PATH_MAINTAIN, post(maintain))
         .route(wire::PATH_PIN, post(pin))
+        .route(wire::PATH_RETENTION, post(retention))
+        .route(wire::PATH_PURGE, post(purge))
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
         .layer(axum::middleware::map_response(stamp_version))
@@ -185,6 +187,32 @@ async fn pin(State(app): State<Arc<App>>, b: Bytes) -> Result<Json<wire::PinRequ
         ));
     }
     Ok(Json(req))
+}
+
+async fn retention(
+    State(app): State<Arc<App>>,
+    b: Bytes,
+) -> Result<Json<crate::retention::Outcome>, ApiError> {
+    crate::retention::retention(&app, body(&b)?)
+        .await
+        .map(Json)
+        .map_err(|e| {
+            ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                code::INTERNAL,
+                format!("retention failed: {e}"),
+            )
+        })
+}
+
+async fn purge(
+    State(app): State<Arc<App>>,
+    b: Bytes,
+) -> Result<Json<crate::retention::Outcome>, ApiError> {
+    crate::retention::purge(&app, body(&b)?)
+        .await
+        .map(Json)
+        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, code::BAD_REQUEST, e))
 }
 
 async fn not_found() -> ApiError {

@@ -511,3 +511,54 @@ pub fn service(action: &str) -> ExitCode {
         paths.daemon_log().display()
     ))
 }
+
+fn print_outcome(r: &serde_json::Value, apply_flag: &str) {
+    let n = r["total_candidates"].as_u64().unwrap_or(0);
+    let reasons: Vec<String> = r["by_reason"]
+        .as_object()
+        .map(|m| m.iter().map(|(k, v)| format!("{k}: {v}")).collect())
+        .unwrap_or_default();
+    if r["mode"] == "apply" {
+        println!(
+            "deleted {} observations and {} prompts; database {} → {}",
+            r["deleted_observations"],
+            r["deleted_prompts"],
+            bytes(r["db_bytes_before"].as_u64().unwrap_or(0)),
+            bytes(r["db_bytes_after"].as_u64().unwrap_or(0))
+        );
+    } else if n == 0 {
+        println!("nothing to delete");
+    } else {
+        println!("dry run: {n} would be deleted ({}); nothing was changed. Run again with {apply_flag} to delete them.", reasons.join(", "));
+    }
+}
+
+/// `nmemctl retention`: per-type ages and a per-project cap. A dry run unless `apply`.
+pub fn retention(body: serde_json::Value, json: bool) -> ExitCode {
+    match ctl_post(wire::PATH_RETENTION, &body, Duration::from_secs(600)) {
+        Ok(r) if json => {
+            println!("{}", serde_json::to_string_pretty(&r).unwrap_or_default());
+            ExitCode::SUCCESS
+        }
+        Ok(r) => {
+            print_outcome(&r, "--apply");
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(e),
+    }
+}
+
+/// `nmemctl purge`: delete by project, session, type, date or search. A dry run unless `--yes`.
+pub fn purge(body: serde_json::Value, json: bool) -> ExitCode {
+    match ctl_post(wire::PATH_PURGE, &body, Duration::from_secs(600)) {
+        Ok(r) if json => {
+            println!("{}", serde_json::to_string_pretty(&r).unwrap_or_default());
+            ExitCode::SUCCESS
+        }
+        Ok(r) => {
+            print_outcome(&r, "--yes");
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(e),
+    }
+}

@@ -167,3 +167,142 @@ fn start_and_stop_without_a_service_manager() {
     assert!(!home.paths.socket.exists());
     assert_eq!(ctl(&home, &["status"]).status.code(), Some(1));
 }
+
+/// Store `payload` as received `days_ago` days ago, straight through the socket API.
+fn record_at(home: &Home, n: usize, days_ago: i64, payload: &[u8]) {
+    let at = (nmem_proto::now_ms() - days_ago * 86_400_000).to_string();
+    let id = format!("old{n:020}");
+    let r = nmem_proto::client::call(
+        &home.paths.socket,
+        "POST",
+        "/v1/events",
+        &[("x-nmem-event-id", &id), ("x-nmem-received-at", &at)],
+        payload,
+        Duration::from_secs(10),
+    )
+    .unwrap();
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+}
+
+fn read_event(n: usize) -> Vec<u8> {
+    serde_json::json!({
+        "session_id": "ret", "cwd": "/home/dev/projects/acme-api", "hook_event_name": "PostToolUse",
+        "tool_name": "Read", "tool_input": {"file_path": format!("/home/dev/projects/acme-api/src/module_{n}/with/a/rather/long/path/file_{n}.ts")},
+        "tool_use_id": format!("toolu_ret_{n}")
+    })
+    .to_string()
+    .into_bytes()
+}
+
+#[test]
+fn retention_dry_run_apply_pinned_and_the_file_shrinks() {
+    let home = Home::new("retention");
+    let _d = home.start();
+    for n in 0..3000 {
+        record_at(&home, n, 100, &read_event(n)); // file_read: 90 days by default
+    }
+    for n in 0..20 {
+        record_at(&home, 10_000 + n, 100, &bash_event("ret", n)); // command: 180 days
+    }
+    record_at(&home, 20_000, 1, &read_event(99_999)); // recent
+    assert!(ctl(&home, &["pin", "7"]).status.success());
+    assert!(ctl(&home, &["maintain"]).status.success());
+    let size_before = std::fs::metadata(&home.paths.db).unwrap().len();
+
+    let dry = ctl(&home, &["retention", "--json"]);
+    assert!(dry.status.success(), "{dry:?}");
+    let r: serde_json::Value = serde_json::from_slice(&dry.stdout).unwrap();
+    assert_eq!(r["mode"], "dry-run");
+    assert_eq!(
+        r["total_candidates"], 2999,
+        "old reads but the pinned one: {r}"
+    );
+    assert_eq!(r["by_reason"]["age"], 2999);
+    assert!(r["candidate_ids"].as_array().unwrap().len() <= 1000);
+    assert_eq!(
+        home.count("SELECT COUNT(*) FROM observations"),
+        3021,
+        "a dry run deletes nothing"
+    );
+
+    let human = ctl(&home, &["retention"]);
+    assert!(String::from_utf8_lossy(&human.stdout).contains("--apply"));
+
+    let applied: serde_json::Value =
+        serde_json::from_slice(&ctl(&home, &["retention", "--apply", "--json"]).stdout).unwrap();
+    assert_eq!(applied["deleted_observations"], 2999);
+    assert_eq!(home.count("SELECT COUNT(*) FROM observations"), 22);
+    assert_eq!(
+        home.count("SELECT COUNT(*) FROM observations WHERE id = 7 AND is_pinned = 1"),
+        1,
+        "pinned rows survive"
+    );
+    assert_eq!(
+        home.count("SELECT COUNT(*) FROM observations WHERE obs_type = 'command'"),
+        20
+    );
+    assert_eq!(
+        home.count("SELECT COUNT(*) FROM audit WHERE action = 'retention' AND observations = 2999"),
+        1
+    );
+    assert!(ctl(&home, &["maintain"]).status.success());
+    let size_after = std::fs::metadata(&home.paths.db).unwrap().len();
+    assert!(
+        size_after < size_before,
+        "the file shrinks: {size_before} → {size_after}"
+    );
+    // The index stays consistent with the table.
+    let m = String::from_utf8(ctl(&home, &["maintain"]).stdout).unwrap();
+    assert!(m.contains("observations_fts ok"), "{m}");
+}
+
+#[test]
+fn purge_by_search_includes_prompts_and_is_a_dry_run_unless_yes() {
+    let home = Home::new("purge");
+    let _d = home.start();
+    assert!(home
+        .record(
+            "claude-code",
+            &fixture("hooks/claude-code/user_prompt_submit.json")
+        )
+        .status
+        .success());
+    assert!(home
+        .record(
+            "claude-code",
+            &fixture("hooks/claude-code/post_tool_use.edit.json")
+        )
+        .status
+        .success());
+    assert!(home
+        .record("claude-code", &bash_event("purge", 1))
+        .status
+        .success());
+    let dry: serde_json::Value =
+        serde_json::from_slice(&ctl(&home, &["purge", "--search", "invoices", "--json"]).stdout)
+            .unwrap();
+    assert_eq!(dry["mode"], "dry-run");
+    assert_eq!(dry["by_reason"]["prompts"], 1);
+    assert_eq!(dry["by_reason"]["observations"], 1);
+    assert_eq!(home.count("SELECT COUNT(*) FROM prompts"), 1);
+    let done: serde_json::Value = serde_json::from_slice(
+        &ctl(&home, &["purge", "--search", "invoices", "--yes", "--json"]).stdout,
+    )
+    .unwrap();
+    assert_eq!(
+        (
+            done["deleted_prompts"].as_u64(),
+            done["deleted_observations"].as_u64()
+        ),
+        (Some(1), Some(1))
+    );
+    assert_eq!(home.count("SELECT COUNT(*) FROM prompts"), 0);
+    assert_eq!(home.count("SELECT COUNT(*) FROM observations"), 1);
+    let nothing = ctl(&home, &["purge"]);
+    assert_eq!(nothing.status.code(), Some(1), "purge needs a filter");
+    let by_project: serde_json::Value = serde_json::from_slice(
+        &ctl(&home, &["purge", "--project", "load", "--yes", "--json"]).stdout,
+    )
+    .unwrap();
+    assert_eq!(by_project["deleted_observations"], 1);
+}

@@ -5,7 +5,10 @@ use rusqlite::{Connection, OpenFlags};
 use rusqlite_migration::{Migrations, M};
 use std::path::Path;
 
-const MIGRATION_SQL: &[&str] = &[include_str!("../../../migrations/001_initial.sql")];
+const MIGRATION_SQL: &[&str] = &[
+    include_str!("../../../migrations/001_initial.sql"),
+    include_str!("../../../migrations/002_audit.sql"),
+];
 
 /// The schema version this build writes (`PRAGMA user_version` after migrating).
 pub const SCHEMA_VERSION: u32 = MIGRATION_SQL.len() as u32;

@@ -50,6 +50,49 @@ enum Command {
         #[arg(long, short = 'n', default_value_t = 100)]
         lines: usize,
     },
+    /// Delete what is older than its type's age (config `[retention]`), or over a per-project
+    /// cap. A dry run unless --apply; pinned rows are never deleted.
+    Retention {
+        /// One age for every type instead of the per-type ages.
+        #[arg(long)]
+        max_age_days: Option<i64>,
+        /// Keep at most this many observations per project.
+        #[arg(long)]
+        max_per_project: Option<i64>,
+        /// Only this type.
+        #[arg(long = "type")]
+        obs_type: Option<String>,
+        #[arg(long)]
+        project: Option<String>,
+        /// Delete (otherwise only count).
+        #[arg(long)]
+        apply: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Delete by project, session, type, date or search, prompts included. A dry run unless --yes.
+    Purge {
+        #[arg(long)]
+        project: Option<String>,
+        #[arg(long)]
+        session: Option<String>,
+        #[arg(long = "type")]
+        obs_type: Option<String>,
+        /// What is older than this date (2026-08-20, ISO date-time, or Unix time).
+        #[arg(long)]
+        before: Option<String>,
+        /// What is newer than this date.
+        #[arg(long)]
+        after: Option<String>,
+        /// What matches this search.
+        #[arg(long)]
+        search: Option<String>,
+        /// Really delete.
+        #[arg(long)]
+        yes: bool,
+        #[arg(long)]
+        json: bool,
+    },
     /// Check config.toml: every error named.
     Config {
         #[command(subcommand)]
@@ -81,5 +124,29 @@ fn main() -> ExitCode {
         Command::Config {
             action: ConfigAction::Check,
         } => nmem_shim::ctl::config_check(),
+        Command::Retention {
+            max_age_days,
+            max_per_project,
+            obs_type,
+            project,
+            apply,
+            json,
+        } => nmem_shim::ctl::retention(
+            serde_json::json!({"max_age_days": max_age_days, "max_per_project": max_per_project, "obs_type": obs_type, "project": project, "apply": apply}),
+            json,
+        ),
+        Command::Purge {
+            project,
+            session,
+            obs_type,
+            before,
+            after,
+            search,
+            yes,
+            json,
+        } => nmem_shim::ctl::purge(
+            serde_json::json!({"project": project, "session": session, "obs_type": obs_type, "before": before, "after": after, "search": search, "apply": yes}),
+            json,
+        ),
     }
 }

@@ -1,0 +1,369 @@
+//! Forgetting on purpose: retention (per-type ages, a per-project cap) and purge (by project,
+//! session, type, date or search). Both are dry runs unless asked to apply; applying deletes in
+//! the writer, writes an audit row, and reclaims the space. Retention never touches pinned rows.
+
+use crate::app::App;
+use rusqlite::types::Value as Sql;
+use rusqlite::Connection;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use std::collections::{BTreeMap, HashMap};
+
+const DAY_MS: i64 = 86_400_000;
+
+/// Default ages in days (DESIGN.md §5), overridable per type in `[retention]`.
+pub fn default_days(obs_type: &str) -> i64 {
+    match obs_type {
+        "git_commit" | "git_push" | "memory" => 730,
+        "file_write" | "file_edit" | "compaction" | "compact_summary" => 365,
+        t if t.starts_with("session_") => 365,
+        "command" | "command_error" | "github" | "tool_error" | "turn_end" => 180,
+        _ => 90,
+    }
+}
+const USER_PROMPT_DAYS: i64 = 365;
+const AGENT_REASONING_DAYS: i64 = 90;
+
+#[derive(Debug, Clone, Deserialize, Serialize, Default)]
+pub struct RetentionRequest {
+    /// One age for every type (instead of the per-type ages).
+    #[serde(default)]
+    pub max_age_days: Option<i64>,
+    /// Keep at most this many observations per project (newest first).
+    #[serde(default, alias = "max_entries_per_project")]
+    pub max_per_project: Option<i64>,
+    #[serde(default, alias = "type")]
+    pub obs_type: Option<String>,
+    #[serde(default)]
+    pub project: Option<String>,
+    #[serde(default)]
+    pub apply: bool,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, Default)]
+pub struct PurgeRequest {
+    #[serde(default)]
+    pub project: Option<String>,
+    #[serde(default)]
+    pub session: Option<String>,
+    #[serde(default, alias = "type")]
+    pub obs_type: Option<String>,
+    /// Delete what is older than this (a date, date-time, or Unix time).
+    #[serde(default)]
+    pub before: Option<nmem_proto::query::When>,
+    /// Delete what is newer than this.
+    #[serde(default)]
+    pub after: Option<nmem_proto::query::When>,
+    /// Delete what matches this search (FTS, as `nmem search` reads it).
+    #[serde(default)]
+    pub search: Option<String>,
+    #[serde(default)]
+    pub apply: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, Default)]
+pub struct Outcome {
+    pub mode: String,
+    pub executed_at: i64,
+    pub total_candidates: u64,
+    pub by_reason: BTreeMap<String, u64>,
+    /// `o<id>` for observations, `p<id>` for prompts (the first 1,000).
+    pub candidate_ids: Vec<String>,
+    pub deleted_observations: u64,
+    pub deleted_prompts: u64,
+    pub db_bytes_before: u64,
+    pub db_bytes_after: u64,
+}
+
+#[derive(Default)]
+struct Candidates {
+    obs: Vec<i64>,
+    prompts: Vec<i64>,
+    by_reason: BTreeMap<String, u64>,
+}
+
+fn retention_candidates(
+    c: &Connection,
+    req: &RetentionRequest,
+    overrides: &HashMap<String, i64>,
+    now: i64,
+) -> rusqlite::Result<Candidates> {
+    let mut cand = Candidates::default();
+    let mut seen = std::collections::HashSet::new();
+    let types: Vec<String> = match &req.obs_type {
+        Some(t) => vec![t.clone()],
+        None => c
+            .prepare("SELECT DISTINCT obs_type FROM observations")?
+            .query_map([], |r| r.get(0))?
+            .collect::<Result<_, _>>()?,
+    };
+    let project_clause = if req.project.is_some() {
+        " AND project = ?3"
+    } else {
+        ""
+    };
+    for t in &types {
+        let days = req
+            .max_age_days
+            .or_else(|| overrides.get(t).copied())
+            .unwrap_or_else(|| default_days(t));
+        let cutoff = now - days * DAY_MS;
+        let sql = format!("SELECT id FROM observations WHERE obs_type = ?1 AND timestamp < ?2 AND is_pinned = 0{project_clause}");
+        let mut stmt = c.prepare(&sql)?;
+        let mut args: Vec<Sql> = vec![Sql::Text(t.clone()), Sql::Integer(cutoff)];
+        if let Some(p) = &req.project {
+            args.push(Sql::Text(p.clone()));
+        }
+        for id in stmt.query_map(rusqlite::params_from_iter(args), |r| r.get::<_, i64>(0))? {
+            let id = id?;
+            if seen.insert(id) {
+                cand.obs.push(id);
+                *cand.by_reason.entry("age".into()).or_default() += 1;
+            }
+        }
+    }
+    if req.obs_type.is_none()
+        || matches!(
+            req.obs_type.as_deref(),
+            Some("user_prompt" | "agent_reasoning" | "prompt")
+        )
+    {
+        for (source, default) in [("user", USER_PROMPT_DAYS), ("agent", AGENT_REASONING_DAYS)] {
+            let key = if source == "user" {
+                "user_prompt"
+            } else {
+                "agent_reasoning"
+            };
+            let days = req
+                .max_age_days
+                .or_else(|| overrides.get(key).copied())
+                .unwrap_or(default);
+            let sql = format!("SELECT id FROM prompts WHERE source = ?1 AND timestamp < ?2 AND is_pinned = 0{project_clause}");
+            let mut args: Vec<Sql> =
+                vec![Sql::Text(source.into()), Sql::Integer(now - days * DAY_MS)];
+            if let Some(p) = &req.project {
+                args.push(Sql::Text(p.clone()));
+            }
+            let ids: Vec<i64> = c
+                .prepare(&sql)?
+                .query_map(rusqlite::params_from_iter(args), |r| r.get(0))?
+                .collect::<Result<_, _>>()?;
+            *cand.by_reason.entry("age".into()).or_default() += ids.len() as u64;
+            cand.prompts.extend(ids);
+        }
+    }
+    if let Some(max) = req.max_per_project.filter(|n| *n >= 0) {
+        let projects: Vec<String> = match &req.project {
+            Some(p) => vec![p.clone()],
+            None => c
+                .prepare("SELECT DISTINCT project FROM observations")?
+                .query_map([], |r| r.get(0))?
+                .collect::<Result<_, _>>()?,
+        };
+        for p in projects {
+            let mut stmt = c.prepare(
+                "SELECT id FROM observations WHERE project = ?1 AND is_pinned = 0 ORDER BY timestamp DESC, id DESC LIMIT -1 OFFSET ?2",
+            )?;
+            for id in stmt.query_map(rusqlite::params![p, max], |r| r.get::<_, i64>(0))? {
+                let id = id?;
+                if seen.insert(id) {
+                    cand.obs.push(id);
+                    *cand.by_reason.entry("project_count".into()).or_default() += 1;
+                }
+            }
+        }
+    }
+    Ok(cand)
+}
+
+fn purge_candidates(c: &Connection, req: &PurgeRequest) -> Result<Candidates, String> {
+    let before = req
+        .before
+        .as_ref()
+        .map(|w| crate::query::millis(w, false))
+        .transpose()
+        .map_err(|e| e.to_string())?;
+    let after = req
+        .after
+        .as_ref()
+        .map(|w| crate::query::millis(w, true))
+        .transpose()
+        .map_err(|e| e.to_string())?;
+    let mut cand = Candidates::default();
+    for (table, is_obs) in [("observations", true), ("prompts", false)] {
+        if !is_obs
+            && req
+                .obs_type
+                .as_deref()
+                .is_some_and(|t| !matches!(t, "user_prompt" | "agent_reasoning" | "prompt"))
+        {
+            continue;
+        }
+        let mut sql = format!("SELECT t.id FROM {table} t WHERE 1");
+        let mut args: Vec<Sql> = Vec::new();
+        if let Some(q) = req.search.as_deref().filter(|q| !q.trim().is_empty()) {
+            sql.push_str(&format!(
+                " AND t.id IN (SELECT rowid FROM {table}_fts WHERE {table}_fts MATCH ?)"
+            ));
+            args.push(Sql::Text(crate::query::to_fts5(q)));
+        }
+        if let Some(p) = &req.project {
+            sql.push_str(" AND t.project = ?");
+            args.push(Sql::Text(p.clone()));
+        }
+        if let Some(s) = &req.session {
+            sql.push_str(" AND t.session_id = ?");
+            args.push(Sql::Text(s.clone()));
+        }
+        match (is_obs, req.obs_type.as_deref()) {
+            (true, Some("user_prompt" | "agent_reasoning" | "prompt")) => continue,
+            (true, Some(t)) => {
+                sql.push_str(" AND t.obs_type = ?");
+                args.push(Sql::Text(t.into()));
+            }
+            (false, Some("user_prompt")) => sql.push_str(" AND t.source = 'user'"),
+            (false, Some("agent_reasoning")) => sql.push_str(" AND t.source = 'agent'"),
+            _ => {}
+        }
+        if let Some(b) = before {
+            sql.push_str(" AND t.timestamp < ?");
+            args.push(Sql::Integer(b));
+        }
+        if let Some(a) = after {
+            sql.push_str(" AND t.timestamp > ?");
+            args.push(Sql::Integer(a));
+        }
+        let ids: Vec<i64> = c
+            .prepare(&sql)
+            .and_then(|mut s| {
+                s.query_map(rusqlite::params_from_iter(args), |r| r.get(0))?
+                    .collect::<Result<_, _>>()
+            })
+            .map_err(|e| e.to_string())?;
+        *cand
+            .by_reason
+            .entry(if is_obs { "observations" } else { "prompts" }.into())
+            .or_default() += ids.len() as u64;
+        if is_obs {
+            cand.obs = ids;
+        } else {
+            cand.prompts = ids;
+        }
+    }
+    Ok(cand)
+}
+
+/// Delete the candidates (in chunks), write the audit row, reclaim the space.
+fn delete(
+    c: &mut Connection,
+    cand: &Candidates,
+    action: &str,
+    detail: serde_json::Value,
+) -> rusqlite::Result<(u64, u64)> {
+    let tx = c.transaction()?;
+    let mut counts = (0u64, 0u64);
+    for (table, ids, n) in [
+        ("observations", &cand.obs, &mut counts.0),
+        ("prompts", &cand.prompts, &mut counts.1),
+    ] {
+        for chunk in ids.chunks(500) {
+            let sql = format!(
+                "DELETE FROM {table} WHERE id IN ({})",
+                vec!["?"; chunk.len()].join(",")
+            );
+            *n += tx.execute(&sql, rusqlite::params_from_iter(chunk.iter()))? as u64;
+        }
+    }
+    if counts.0 + counts.1 > 0 {
+        tx.execute(
+            "INSERT INTO audit (timestamp, action, detail, observations, prompts) VALUES (?1, ?2, ?3, ?4, ?5)",
+            rusqlite::params![nmem_proto::now_ms(), action, detail.to_string(), counts.0 as i64, counts.1 as i64],
+        )?;
+    }
+    tx.commit()?;
+    // Give the space back: free pages to the file system, the WAL folded in.
+    c.execute_batch("PRAGMA incremental_vacuum; PRAGMA wal_checkpoint(TRUNCATE);")?;
+    Ok(counts)
+}
+
+fn outcome(
+    cand: &Candidates,
+    apply: bool,
+    deleted: (u64, u64),
+    before: u64,
+    after: u64,
+) -> Outcome {
+    Outcome {
+        mode: if apply { "apply" } else { "dry-run" }.into(),
+        executed_at: nmem_proto::now_ms(),
+        total_candidates: (cand.obs.len() + cand.prompts.len()) as u64,
+        by_reason: cand.by_reason.clone(),
+        candidate_ids: cand
+            .obs
+            .iter()
+            .map(|i| format!("o{i}"))
+            .chain(cand.prompts.iter().map(|i| format!("p{i}")))
+            .take(1000)
+            .collect(),
+        deleted_observations: deleted.0,
+        deleted_prompts: deleted.1,
+        db_bytes_before: before,
+        db_bytes_after: after,
+    }
+}
+
+pub async fn retention(app: &App, req: RetentionRequest) -> Result<Outcome, String> {
+    let overrides = app.config.retention.max_age_days.clone();
+    let db = app.paths.db.clone();
+    let size = move || std::fs::metadata(&db).map(|m| m.len()).unwrap_or(0);
+    let json = app
+        .writer
+        .exec(move |c| {
+            let before = size();
+            let cand = retention_candidates(c, &req, &overrides, nmem_proto::now_ms())
+                .map_err(|e| e.to_string())?;
+            let deleted = if req.apply {
+                delete(c, &cand, "retention", json!(req)).map_err(|e| e.to_string())?
+            } else {
+                (0, 0)
+            };
+            Ok(
+                serde_json::to_string(&outcome(&cand, req.apply, deleted, before, size()))
+                    .expect("serialises"),
+            )
+        })
+        .await?;
+    serde_json::from_str(&json).map_err(|e| e.to_string())
+}
+
+pub async fn purge(app: &App, req: PurgeRequest) -> Result<Outcome, String> {
+    if req.project.is_none()
+        && req.session.is_none()
+        && req.obs_type.is_none()
+        && req.before.is_none()
+        && req.after.is_none()
+        && req.search.is_none()
+    {
+        return Err("say what to purge: a project, session, type, date or search".into());
+    }
+    let db = app.paths.db.clone();
+    let size = move || std::fs::metadata(&db).map(|m| m.len()).unwrap_or(0);
+    let json = app
+        .writer
+        .exec(move |c| {
+            crate::store::fts::index_all(c).map_err(|e| e.to_string())?;
+            let before = size();
+            let cand = purge_candidates(c, &req)?;
+            let deleted = if req.apply {
+                delete(c, &cand, "purge", json!(req)).map_err(|e| e.to_string())?
+            } else {
+                (0, 0)
+            };
+            Ok(
+                serde_json::to_string(&outcome(&cand, req.apply, deleted, before, size()))
+                    .expect("serialises"),
+            )
+        })
+        .await?;
+    serde_json::from_str(&json).map_err(|e| e.to_string())
+}
