@@ -119,5 +119,12 @@ pub async fn status(app: &App) -> Result<wire::Status, String> {
     s.last_write_ms = nonzero(Stats::get(&st.last_write_ms));
     s.last_maintenance_ms = nonzero(Stats::get(&st.last_maintenance_ms));
     s.degraded.extend(app.warnings.iter().cloned());
+    if Stats::get(&st.commit_failing) == 1 {
+        s.degraded.push(format!(
+            "writes are failing ({}): check the free space and permissions of {}; hooks keep spooling meanwhile",
+            st.last_error().unwrap_or_default(),
+            app.paths.db.parent().map(|p| p.display().to_string()).unwrap_or_default()
+        ));
+    }
     Ok(s)
 }

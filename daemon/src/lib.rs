@@ -22,6 +22,7 @@ pub mod listener;
 pub mod maintain;
 pub mod query;
 pub mod redact;
+pub mod reredact;
 pub mod retention;
 pub mod server;
 pub mod spool;

@@ -35,6 +35,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route(wire::PATH_PIN, post(pin))
         .route(wire::PATH_RETENTION, post(retention))
         .route(wire::PATH_PURGE, post(purge))
+        .route(wire::PATH_REDACT, post(redact))
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
         .layer(axum::middleware::map_response(stamp_version))
@@ -213,6 +214,28 @@ async fn purge(
         .await
         .map(Json)
         .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, code::BAD_REQUEST, e))
+}
+
+async fn redact(
+    State(app): State<Arc<App>>,
+    b: Bytes,
+) -> Result<Json<crate::reredact::RedactOutcome>, ApiError> {
+    #[derive(serde::Deserialize)]
+    struct Req {
+        #[serde(default)]
+        apply: bool,
+    }
+    let req: Req = body(&b)?;
+    crate::reredact::redact(app, req.apply)
+        .await
+        .map(Json)
+        .map_err(|e| {
+            ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                code::INTERNAL,
+                format!("redaction failed: {e}"),
+            )
+        })
 }
 
 async fn not_found() -> ApiError {

@@ -20,6 +20,8 @@ pub struct Stats {
     /// When the writer last committed, and when maintenance last ran (Unix ms; 0: never).
     pub last_write_ms: AtomicU64,
     pub last_maintenance_ms: AtomicU64,
+    /// 1 while commits fail (disk full, read-only file): the daemon is degraded.
+    pub commit_failing: AtomicU64,
     last_error: Mutex<Option<String>>,
 }
 

@@ -28,6 +28,7 @@ pub const PATH_MAINTAIN: &str = "/v1/maintain";
 pub const PATH_PIN: &str = "/v1/pin";
 pub const PATH_RETENTION: &str = "/v1/retention";
 pub const PATH_PURGE: &str = "/v1/purge";
+pub const PATH_REDACT: &str = "/v1/redact";
 
 /// Unique per `nmem record` invocation; makes a replay from the spool idempotent.
 pub const H_EVENT_ID: &str = "x-nmem-event-id";

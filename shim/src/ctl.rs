@@ -35,6 +35,7 @@ pub fn status(json: bool) -> ExitCode {
     };
     if !s.running {
         fill_from_db(&paths, &mut s);
+        diagnose_down(&paths, &mut s);
         if let Some(e) = &reach_error {
             if paths.socket.exists() {
                 s.degraded.push(format!(
@@ -77,6 +78,30 @@ pub fn status(json: bool) -> ExitCode {
         ExitCode::from(2)
     } else {
         ExitCode::SUCCESS
+    }
+}
+
+/// Why the daemon may not be running: its database folder, and the last error it logged.
+fn diagnose_down(paths: &Paths, s: &mut wire::Status) {
+    if let Some(dir) = paths.db.parent() {
+        if dir.exists() && !dir.is_dir() {
+            s.degraded.push(format!("the database folder {} is not a folder: move that file away, or set NMEM_DB elsewhere", dir.display()));
+        } else if dir.is_dir() {
+            let c = std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(dir.as_os_str()))
+                .unwrap_or_default();
+            // SAFETY: access(2) on a NUL-terminated path.
+            if unsafe { libc::access(c.as_ptr(), libc::W_OK) } != 0 {
+                s.degraded.push(format!("the database folder {} is read-only: make it writable (chmod u+w), then `nmemctl start`", dir.display()));
+            }
+        }
+    }
+    if let Ok(log) = std::fs::read_to_string(paths.daemon_log()) {
+        if let Some(line) = log.lines().rev().find(|l| l.starts_with("nmemd: ")) {
+            s.degraded.push(format!(
+                "nmemd could not start: {}",
+                line.trim_start_matches("nmemd: ")
+            ));
+        }
     }
 }
 
@@ -557,6 +582,32 @@ pub fn purge(body: serde_json::Value, json: bool) -> ExitCode {
         }
         Ok(r) => {
             print_outcome(&r, "--yes");
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(e),
+    }
+}
+
+/// `nmemctl redact`: re-apply the redaction rules to stored rows. A dry run unless `apply`.
+pub fn redact(apply: bool, json: bool) -> ExitCode {
+    match ctl_post(
+        wire::PATH_REDACT,
+        &serde_json::json!({"apply": apply}),
+        Duration::from_secs(1800),
+    ) {
+        Ok(r) if json => {
+            println!("{}", serde_json::to_string_pretty(&r).unwrap_or_default());
+            ExitCode::SUCCESS
+        }
+        Ok(r) => {
+            let (o, p, s) = (&r["observations"], &r["prompts"], &r["secrets"]);
+            if r["mode"] == "apply" {
+                println!("redacted {s} secrets in {o} observations and {p} prompts");
+            } else if s == 0 {
+                println!("nothing stored matches the current rules");
+            } else {
+                println!("dry run: {s} secrets in {o} observations and {p} prompts would be redacted; run again with --apply");
+            }
             ExitCode::SUCCESS
         }
         Err(e) => fail(e),

@@ -306,3 +306,95 @@ fn purge_by_search_includes_prompts_and_is_a_dry_run_unless_yes() {
     .unwrap();
     assert_eq!(by_project["deleted_observations"], 1);
 }
+
+#[test]
+fn redaction_is_reapplied_to_what_is_stored_after_adding_a_pattern() {
+    let home = Home::new("reredact");
+    let d = home.start();
+    let ev = serde_json::json!({
+        "session_id": "rr", "cwd": "/home/dev/projects/acme-api", "hook_event_name": "PostToolUse",
+        "tool_name": "Bash", "tool_input": {"command": "deploy --ticket ACMEPRIV-424242 --env prod"}, "tool_response": {"stdout": ""}
+    });
+    assert!(home
+        .record("claude-code", ev.to_string().as_bytes())
+        .status
+        .success());
+    assert!(home
+        .record(
+            "claude-code",
+            &fixture("hooks/claude-code/user_prompt_submit.json")
+        )
+        .status
+        .success());
+    d.stop();
+    std::fs::write(
+        &home.paths.config,
+        "[redact]\npatterns = [{ name = \"acme_ticket\", regex = \"ACMEPRIV-[0-9]+\" }]\n",
+    )
+    .unwrap();
+    let _d = home.start();
+    let dry: serde_json::Value =
+        serde_json::from_slice(&ctl(&home, &["redact", "--json"]).stdout).unwrap();
+    assert_eq!(
+        (
+            dry["mode"].as_str(),
+            dry["observations"].as_u64(),
+            dry["prompts"].as_u64()
+        ),
+        (Some("dry-run"), Some(1), Some(0))
+    );
+    assert_eq!(
+        home.count("SELECT COUNT(*) FROM observations WHERE content LIKE '%ACMEPRIV-424242%'"),
+        1,
+        "a dry run changes nothing"
+    );
+    let done: serde_json::Value =
+        serde_json::from_slice(&ctl(&home, &["redact", "--apply", "--json"]).stdout).unwrap();
+    assert_eq!(done["observations"], 1);
+    assert_eq!(home.count("SELECT COUNT(*) FROM observations WHERE content LIKE '%[REDACTED:acme_ticket]%' AND redacted = 1"), 1);
+    let search = home
+        .cmd("nmem")
+        .args(["search", "424242", "--all-projects", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&search.stdout).trim(),
+        "[]",
+        "the index forgot it too"
+    );
+    assert!(ctl(&home, &["maintain"]).status.success());
+    let bytes = std::fs::read(&home.paths.db).unwrap();
+    assert!(!String::from_utf8_lossy(&bytes).contains("ACMEPRIV-424242"));
+}
+
+#[test]
+fn status_names_a_database_the_daemon_cannot_open_and_hooks_keep_exiting_0() {
+    let home = Home::new("degraded");
+    // The database's folder is a file: nmemd cannot create the database there.
+    let blocker = home.dir.join("dbdir");
+    std::fs::write(&blocker, b"not a folder").unwrap();
+    let db = blocker.join("nmem.db");
+    let out = home.cmd("nmemd").env("NMEM_DB", &db).output().unwrap();
+    assert!(!out.status.success());
+    std::fs::write(home.paths.daemon_log(), &out.stderr).unwrap();
+    let rec = home.record_with("claude-code", &bash_event("deg", 1), |c| {
+        c.env("NMEM_DB", &db);
+    });
+    assert!(rec.status.success(), "the hook still exits 0: {rec:?}");
+    assert_eq!(home.spool_files(), 1, "and the event waits in the spool");
+    let st = home
+        .cmd("nmemctl")
+        .args(["status", "--json"])
+        .env("NMEM_DB", &db)
+        .output()
+        .unwrap();
+    assert_eq!(st.status.code(), Some(1));
+    let s: serde_json::Value = serde_json::from_slice(&st.stdout).unwrap();
+    let problems = s["degraded"].to_string();
+    assert!(
+        problems.contains("cannot create")
+            || problems.contains("not a folder")
+            || problems.contains("nmemd could not start"),
+        "{s}"
+    );
+}

@@ -216,6 +216,7 @@ fn commit_batch(conn: &mut Connection, batch: &mut Vec<Pending>, dedup: &mut Ded
             Stats::add(&stats.commit_micros, started.elapsed().as_micros() as u64);
             Stats::add(&stats.events_written, results.len() as u64);
             Stats::set(&stats.last_write_ms, nmem_proto::now_ms() as u64);
+            Stats::set(&stats.commit_failing, 0);
             for ((ev, reply), res) in batch.drain(..).zip(results) {
                 match &res {
                     Ok(a) => match a.outcome {
@@ -233,6 +234,7 @@ fn commit_batch(conn: &mut Connection, batch: &mut Vec<Pending>, dedup: &mut Ded
             }
         }
         Err(e) => {
+            Stats::set(&stats.commit_failing, 1);
             stats.error(format!("commit of {} events failed: {e}", batch.len()));
             for (_, reply) in batch.drain(..) {
                 let _ = reply.send(Err(WriteError::Sqlite(e.to_string())));

@@ -93,6 +93,14 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Apply the current redaction rules (config.toml's patterns included) to what is already
+    /// stored. A dry run unless --apply.
+    Redact {
+        #[arg(long)]
+        apply: bool,
+        #[arg(long)]
+        json: bool,
+    },
     /// Check config.toml: every error named.
     Config {
         #[command(subcommand)]
@@ -121,6 +129,7 @@ fn main() -> ExitCode {
         Command::Resume => nmem_shim::ctl::pause(false),
         Command::Export { output } => nmem_shim::ctl::export(output.as_deref()),
         Command::Logs { lines } => nmem_shim::ctl::logs(lines),
+        Command::Redact { apply, json } => nmem_shim::ctl::redact(apply, json),
         Command::Config {
             action: ConfigAction::Check,
         } => nmem_shim::ctl::config_check(),

@@ -1,0 +1,119 @@
+//! `nmemctl redact`: apply the current redaction rules to what is already stored (after adding a
+//! pattern to config.toml). A dry run counts what would change; applying rewrites those rows on
+//! the writer (the full-text index follows through its update triggers) and writes an audit row.
+
+use crate::app::App;
+use crate::redact::Redactor;
+use rusqlite::Connection;
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct RedactOutcome {
+    pub mode: String,
+    pub observations: u64,
+    pub prompts: u64,
+    pub secrets: u64,
+    /// Ids of rows that change (`o<id>`, `p<id>`; the first 1,000).
+    pub ids: Vec<String>,
+}
+
+/// id, content, file_path, rel_path, metadata.
+type ObsRow = (i64, String, Option<String>, Option<String>, Option<String>);
+
+fn redact_json(r: &Redactor, v: &mut serde_json::Value) -> u32 {
+    match v {
+        serde_json::Value::String(s) => r.redact(s),
+        serde_json::Value::Array(a) => a.iter_mut().map(|x| redact_json(r, x)).sum(),
+        serde_json::Value::Object(o) => o.values_mut().map(|x| redact_json(r, x)).sum(),
+        _ => 0,
+    }
+}
+
+fn run(c: &mut Connection, r: &Redactor, apply: bool) -> rusqlite::Result<RedactOutcome> {
+    let mut out = RedactOutcome {
+        mode: if apply { "apply" } else { "dry-run" }.into(),
+        ..Default::default()
+    };
+    let tx = c.transaction()?;
+    {
+        let mut read =
+            tx.prepare("SELECT id, content, file_path, rel_path, metadata FROM observations")?;
+        let mut write = tx.prepare("UPDATE observations SET content = ?2, file_path = ?3, rel_path = ?4, metadata = ?5, redacted = 1 WHERE id = ?1")?;
+        let rows: Vec<ObsRow> = read
+            .query_map([], |x| {
+                Ok((x.get(0)?, x.get(1)?, x.get(2)?, x.get(3)?, x.get(4)?))
+            })?
+            .collect::<Result<_, _>>()?;
+        for (id, mut content, mut file, mut rel, meta) in rows {
+            let mut n = r.redact(&mut content);
+            n += file.as_mut().map(|f| r.redact(f)).unwrap_or(0);
+            n += rel.as_mut().map(|f| r.redact(f)).unwrap_or(0);
+            let meta = match meta
+                .as_deref()
+                .map(serde_json::from_str::<serde_json::Value>)
+            {
+                Some(Ok(mut v)) => {
+                    n += redact_json(r, &mut v);
+                    Some(v.to_string())
+                }
+                _ => meta,
+            };
+            if n > 0 {
+                out.observations += 1;
+                out.secrets += n as u64;
+                if out.ids.len() < 1000 {
+                    out.ids.push(format!("o{id}"));
+                }
+                if apply {
+                    write.execute(rusqlite::params![id, content, file, rel, meta])?;
+                }
+            }
+        }
+        let mut read = tx.prepare("SELECT id, content FROM prompts")?;
+        let mut write =
+            tx.prepare("UPDATE prompts SET content = ?2, redacted = 1 WHERE id = ?1")?;
+        let rows: Vec<(i64, String)> = read
+            .query_map([], |x| Ok((x.get(0)?, x.get(1)?)))?
+            .collect::<Result<_, _>>()?;
+        for (id, mut content) in rows {
+            let n = r.redact(&mut content);
+            if n > 0 {
+                out.prompts += 1;
+                out.secrets += n as u64;
+                if out.ids.len() < 1000 {
+                    out.ids.push(format!("p{id}"));
+                }
+                if apply {
+                    write.execute(rusqlite::params![id, content])?;
+                }
+            }
+        }
+        if apply && out.observations + out.prompts > 0 {
+            tx.execute(
+                "INSERT INTO audit (timestamp, action, detail, observations, prompts) VALUES (?1, 'redact', ?2, ?3, ?4)",
+                rusqlite::params![nmem_proto::now_ms(), serde_json::json!({"secrets": out.secrets}).to_string(), out.observations as i64, out.prompts as i64],
+            )?;
+        }
+    }
+    if apply {
+        tx.commit()?;
+        // Old page images may still hold the secrets: fold the WAL and reclaim free pages.
+        c.execute_batch("PRAGMA incremental_vacuum; PRAGMA wal_checkpoint(TRUNCATE);")?;
+    }
+    Ok(out)
+}
+
+pub async fn redact(app: Arc<App>, apply: bool) -> Result<RedactOutcome, String> {
+    let a = app.clone();
+    let json = app
+        .writer
+        .exec(move |c| {
+            crate::store::fts::index_all(c).map_err(|e| e.to_string())?;
+            run(c, &a.ingest.redactor, apply)
+                .map(|o| serde_json::to_string(&o).expect("serialises"))
+                .map_err(|e| e.to_string())
+        })
+        .await?;
+    serde_json::from_str(&json).map_err(|e| e.to_string())
+}
