@@ -233,3 +233,110 @@ fn a_broken_settings_file_is_not_touched() {
         "{ not json"
     );
 }
+
+#[test]
+fn the_service_units_verify_and_the_launchd_agent_parses() {
+    let home = Home::new("units");
+    let fake = home.dir.join("home");
+    let run_dir = home.dir.join("run");
+    std::fs::create_dir_all(&fake).unwrap();
+    std::fs::create_dir_all(&run_dir).unwrap();
+    std::fs::set_permissions(
+        &run_dir,
+        std::os::unix::fs::PermissionsExt::from_mode(0o700),
+    )
+    .unwrap();
+    // Installing writes the units with ExecStart pointing at the real nmemd beside nmem.
+    let out = home
+        .cmd("nmem")
+        .args(["install", "--harness", "claude-code"])
+        .env("HOME", &fake)
+        .env("PATH", "/nonexistent")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let units = fake.join(".config/systemd/user");
+    let service = std::fs::read_to_string(units.join("nmemd.service")).unwrap();
+    assert!(
+        service.contains(&format!("ExecStart={}", bin("nmemd").display())),
+        "{service}"
+    );
+    let socket = std::fs::read_to_string(units.join("nmemd.socket")).unwrap();
+    assert!(
+        socket.contains("ListenStream=%t/nmem/nmemd.sock") && socket.contains("SocketMode=0600")
+    );
+    if std::path::Path::new("/usr/bin/systemd-analyze").exists() {
+        let v = std::process::Command::new("systemd-analyze")
+            .args(["verify", "--user"])
+            .arg(units.join("nmemd.socket"))
+            .arg(units.join("nmemd.service"))
+            .env("HOME", &fake)
+            .env("XDG_RUNTIME_DIR", &run_dir)
+            .output()
+            .unwrap();
+        assert!(
+            v.status.success(),
+            "systemd-analyze verify: {}",
+            String::from_utf8_lossy(&v.stderr)
+        );
+    } else {
+        eprintln!("systemd-analyze is not installed: unit verification skipped");
+    }
+    let plist =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../launchd/dev.nmem.nmemd.plist");
+    let p = std::process::Command::new("python3")
+        .args(["-c", "import plistlib,sys; d=plistlib.load(open(sys.argv[1],'rb')); assert d['Label']=='dev.nmem.nmemd' and d['ProgramArguments'][0].endswith('/nmemd'), d"])
+        .arg(&plist)
+        .output()
+        .unwrap();
+    assert!(
+        p.status.success(),
+        "the launchd plist does not parse: {}",
+        String::from_utf8_lossy(&p.stderr)
+    );
+    // Uninstall takes the units away again.
+    let out = home
+        .cmd("nmem")
+        .args(["uninstall", "--harness", "claude-code"])
+        .env("HOME", &fake)
+        .env("PATH", "/nonexistent")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(!units.join("nmemd.service").exists() && !units.join("nmemd.socket").exists());
+}
+
+#[test]
+fn the_plugin_folder_wires_the_same_hooks_and_server() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../plugin");
+    let manifest: Value = serde_json::from_str(
+        &std::fs::read_to_string(root.join(".claude-plugin/plugin.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(manifest["name"], "nmem");
+    let hooks: Value =
+        serde_json::from_str(&std::fs::read_to_string(root.join("hooks/hooks.json")).unwrap())
+            .unwrap();
+    for event in [
+        "SessionStart",
+        "UserPromptSubmit",
+        "PostToolUse",
+        "PostToolUseFailure",
+        "PreCompact",
+        "PostCompact",
+        "Stop",
+        "SubagentStop",
+        "StopFailure",
+        "SessionEnd",
+    ] {
+        assert!(
+            commands(&hooks["hooks"][event])
+                .iter()
+                .any(|c| c == "nmem record"),
+            "{event}"
+        );
+    }
+    let mcp: Value =
+        serde_json::from_str(&std::fs::read_to_string(root.join(".mcp.json")).unwrap()).unwrap();
+    assert_eq!(mcp["mcpServers"]["nmem"]["args"], json!(["serve"]));
+}
