@@ -88,6 +88,8 @@ fn install_is_idempotent_keeps_foreign_entries_and_uninstall_restores_exactly() 
     std::fs::create_dir_all(&fake).unwrap();
     let before = foreign_files(&fake);
 
+    let codex_toml = "# my codex settings\nmodel = \"gpt-5.5-codex\"\n\n[mcp_servers.github]\ncommand = \"github-mcp\"\nargs = []\n";
+    std::fs::write(fake.join(".codex/config.toml"), codex_toml).unwrap();
     let dry = run(
         &home,
         &fake,
@@ -162,6 +164,22 @@ fn install_is_idempotent_keeps_foreign_entries_and_uninstall_restores_exactly() 
         .iter()
         .any(|c| c.ends_with("record --harness gemini")));
     assert_eq!(gem["mcpServers"]["fs"], before[3].1["mcpServers"]["fs"]);
+    let toml = std::fs::read_to_string(fake.join(".codex/config.toml")).unwrap();
+    assert!(
+        toml.starts_with("# my codex settings")
+            && toml.contains("[mcp_servers.github]")
+            && toml.contains("[mcp_servers.nmem]"),
+        "{toml}"
+    );
+    assert!(toml.contains("args = [\"serve\"]"), "{toml}");
+    let toml = std::fs::read_to_string(fake.join(".codex/config.toml")).unwrap();
+    assert!(
+        toml.starts_with("# my codex settings")
+            && toml.contains("[mcp_servers.github]")
+            && toml.contains("[mcp_servers.nmem]"),
+        "{toml}"
+    );
+    assert!(toml.contains("args = [\"serve\"]"), "{toml}");
     let cur = read(&fake, ".cursor/hooks.json");
     assert_eq!(cur["hooks"]["stop"][0]["command"], "./audit.sh");
     assert!(commands(&cur["hooks"]["afterShellExecution"])
@@ -187,6 +205,12 @@ fn install_is_idempotent_keeps_foreign_entries_and_uninstall_restores_exactly() 
     for (rel, v) in &before {
         assert_eq!(&read(&fake, rel), v, "uninstall did not restore {rel}");
     }
+    assert_eq!(
+        std::fs::read_to_string(fake.join(".codex/config.toml"))
+            .unwrap()
+            .trim_end(),
+        codex_toml.trim_end()
+    );
     assert!(run(
         &home,
         &fake,
