@@ -115,6 +115,7 @@ pub async fn status(app: &App) -> Result<wire::Status, String> {
     s.redactions = Stats::get(&st.redactions);
     s.spool_drained = Stats::get(&st.spool_drained);
     s.last_error = st.last_error();
+    s.ingest_per_s = st.ingest_rate();
     let nonzero = |v: u64| (v > 0).then_some(v);
     s.last_write_ms = nonzero(Stats::get(&st.last_write_ms));
     s.last_maintenance_ms = nonzero(Stats::get(&st.last_maintenance_ms));

@@ -23,6 +23,8 @@ pub struct Stats {
     /// 1 while commits fail (disk full, read-only file): the daemon is degraded.
     pub commit_failing: AtomicU64,
     last_error: Mutex<Option<String>>,
+    /// Events stored per second over the last minute: (second, count).
+    recent: Mutex<std::collections::VecDeque<(u64, u64)>>,
 }
 
 impl Stats {
@@ -43,6 +45,30 @@ impl Stats {
         let msg = msg.into();
         tracing::error!("{msg}");
         *self.last_error.lock().unwrap() = Some(msg);
+    }
+
+    /// Count `n` stored events for the ingest rate.
+    pub fn note_stored(&self, n: u64) {
+        let sec = nmem_proto::now_ms() as u64 / 1000;
+        let mut r = self.recent.lock().unwrap();
+        match r.back_mut() {
+            Some((s, c)) if *s == sec => *c += n,
+            _ => r.push_back((sec, n)),
+        }
+        while r.front().is_some_and(|(s, _)| *s + 60 < sec) {
+            r.pop_front();
+        }
+    }
+
+    /// Events stored per second, averaged over the last minute.
+    pub fn ingest_rate(&self) -> f64 {
+        let sec = nmem_proto::now_ms() as u64 / 1000;
+        let r = self.recent.lock().unwrap();
+        r.iter()
+            .filter(|(s, _)| *s + 60 >= sec)
+            .map(|(_, c)| *c)
+            .sum::<u64>() as f64
+            / 60.0
     }
 
     pub fn last_error(&self) -> Option<String> {

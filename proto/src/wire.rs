@@ -141,6 +141,9 @@ pub struct Status {
     pub last_write_ms: Option<u64>,
     #[serde(default)]
     pub last_maintenance_ms: Option<u64>,
+    /// Events stored per second over the last minute.
+    #[serde(default)]
+    pub ingest_per_s: f64,
     /// Recording is paused (`nmemctl pause`).
     #[serde(default)]
     pub paused: bool,

@@ -186,9 +186,18 @@ fn print_human(s: &wire::Status) {
     if s.running {
         println!("queue      {} of {}", s.queue_depth, s.queue_capacity);
         println!(
-            "events     {} recorded, {} duplicates, {} dedup hits, {} redactions",
-            s.events_recorded, s.duplicates, s.dedup_hits, s.redactions
+            "events     {} recorded ({:.1}/s over the last minute), {} duplicates, {} dedup hits, {} redactions",
+            s.events_recorded, s.ingest_per_s, s.duplicates, s.dedup_hits, s.redactions
         );
+        if let Some(t) = s.last_maintenance_ms {
+            println!(
+                "maintained {} s ago",
+                (nmem_proto::now_ms() as u64).saturating_sub(t) / 1000
+            );
+        }
+        if s.paused {
+            println!("paused     recording is paused (`nmemctl resume`)");
+        }
     }
     println!(
         "spool      {} waiting{}, {} drained, {} corrupt, {} dropped",

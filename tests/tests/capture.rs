@@ -522,6 +522,7 @@ fn status_up_and_down() {
     assert_eq!(s["running"], true);
     assert_eq!(s["pid"], d.pid());
     assert_eq!(s["observations"], 1);
+    assert!(s["ingest_per_s"].as_f64().unwrap() > 0.0, "{s}");
     assert_eq!(s["protocol"], nmem_proto::PROTOCOL);
     let human = home.cmd("nmemctl").arg("status").output().unwrap();
     let text = String::from_utf8(human.stdout).unwrap();

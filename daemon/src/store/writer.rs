@@ -217,6 +217,12 @@ fn commit_batch(conn: &mut Connection, batch: &mut Vec<Pending>, dedup: &mut Ded
             Stats::add(&stats.events_written, results.len() as u64);
             Stats::set(&stats.last_write_ms, nmem_proto::now_ms() as u64);
             Stats::set(&stats.commit_failing, 0);
+            stats.note_stored(
+                results
+                    .iter()
+                    .filter(|r| matches!(r, Ok(a) if a.outcome == RecordOutcome::Stored))
+                    .count() as u64,
+            );
             for ((ev, reply), res) in batch.drain(..).zip(results) {
                 match &res {
                     Ok(a) => match a.outcome {
