@@ -34,7 +34,7 @@ pub fn run(c: &mut Connection, db: &std::path::Path) -> Result<Report, String> {
         ) {
             Ok(_) => integrity.push(format!("{t} ok")),
             Err(err) => integrity.push(format!(
-                "{t} FAILED: {err} (rebuild with `nmemctl maintain --rebuild-fts`)"
+                "{t} FAILED: {err} (back up with `nmemctl backup`, then rebuild the index: sqlite3 nmem.db \"INSERT INTO {t}({t}) VALUES('rebuild')\" with nmemd stopped)"
             )),
         }
         c.execute(&format!("INSERT INTO {t}({t}) VALUES ('optimize')"), [])

@@ -24,6 +24,7 @@ pub struct Redactor {
     private: Regex,
     own_context: Regex,
     entropy_candidate: Regex,
+    dotenv: Regex,
 }
 
 /// An extra pattern from config.toml.
@@ -148,6 +149,10 @@ impl Redactor {
             private: Regex::new(r"(?s)<private>.*?(?:</private>|\z)").unwrap(),
             own_context: Regex::new(r"(?s)<nmem-context>.*?(?:</nmem-context>|\z)").unwrap(),
             entropy_candidate: Regex::new(r"[A-Za-z0-9+/_\-]{20,}={0,2}").unwrap(),
+            dotenv: Regex::new(
+                r"(?m)^([-+]?\s*(?:export\s+)?[A-Za-z_][A-Za-z0-9_.]*\s*=\s*)(\S.*)$",
+            )
+            .unwrap(),
         };
         (redactor, errors)
     }
@@ -184,7 +189,10 @@ impl Redactor {
                 caps.get(rule.group)
             };
             let Some(m) = m else { continue };
-            if rule.name == "secret_assignment" && !looks_like_a_value(m.as_str()) {
+            // Code that refers to a value (`password = req.body.password`) is only unquoted; a
+            // quoted value is a value, whatever it looks like.
+            let quoted = rule.name == "secret_assignment" && caps.get(3).is_none();
+            if rule.name == "secret_assignment" && !quoted && !looks_like_a_value(m.as_str()) {
                 continue;
             }
             if m.as_str().starts_with("[REDACTED:") {
@@ -199,6 +207,24 @@ impl Redactor {
             out.push_str(&s[last..]);
             *s = out;
         }
+        n
+    }
+
+    /// Every `NAME=value` value (also in `- old` / `+ new` edit excerpts).
+    fn redact_dotenv(&self, s: &mut String) -> u32 {
+        let mut n = 0;
+        let out = self
+            .dotenv
+            .replace_all(s, |c: &regex::Captures| {
+                if c[2].starts_with("[REDACTED") {
+                    c[0].to_string()
+                } else {
+                    n += 1;
+                    format!("{}[REDACTED:dotenv]", &c[1])
+                }
+            })
+            .into_owned();
+        *s = out;
         n
     }
 
@@ -237,6 +263,15 @@ impl Redactor {
         let mut n = 0;
         match &mut p.record {
             Record::Observation(o) => {
+                // In a `.env` file every assignment is a secret, whatever its name.
+                let dotenv = o
+                    .file_path
+                    .as_deref()
+                    .and_then(|f| f.rsplit('/').next())
+                    .is_some_and(|name| name.starts_with(".env") || name.ends_with(".env"));
+                if dotenv {
+                    n += self.redact_dotenv(&mut o.content);
+                }
                 n += self.redact(&mut o.content);
                 if let Some(f) = &mut o.file_path {
                     n += self.redact(f);

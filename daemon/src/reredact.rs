@@ -98,9 +98,17 @@ fn run(c: &mut Connection, r: &Redactor, apply: bool) -> rusqlite::Result<Redact
     }
     if apply {
         tx.commit()?;
-        // Old page images may still hold the secrets: fold the WAL and reclaim free pages.
-        c.execute_batch("PRAGMA incremental_vacuum; PRAGMA wal_checkpoint(TRUNCATE);")?;
+        // Old FTS segments and page images may still hold the secrets: merge the indexes, fold
+        // the WAL in and reclaim free pages.
+        c.execute_batch(
+            "INSERT INTO observations_fts(observations_fts) VALUES ('optimize');
+             INSERT INTO prompts_fts(prompts_fts) VALUES ('optimize');
+             PRAGMA incremental_vacuum; PRAGMA wal_checkpoint(TRUNCATE);",
+        )?;
+    } else {
+        drop(tx);
     }
+    c.execute_batch("PRAGMA secure_delete = OFF;")?;
     Ok(out)
 }
 

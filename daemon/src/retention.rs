@@ -281,8 +281,12 @@ fn delete(
         )?;
     }
     tx.commit()?;
-    // Give the space back: free pages to the file system, the WAL folded in.
-    c.execute_batch("PRAGMA incremental_vacuum; PRAGMA wal_checkpoint(TRUNCATE);")?;
+    // Merge the FTS segments (deleted tokens leave them), give the space back, fold the WAL in.
+    c.execute_batch(
+        "INSERT INTO observations_fts(observations_fts) VALUES ('optimize');
+         INSERT INTO prompts_fts(prompts_fts) VALUES ('optimize');
+         PRAGMA incremental_vacuum; PRAGMA wal_checkpoint(TRUNCATE); PRAGMA secure_delete = OFF;",
+    )?;
     Ok(counts)
 }
 

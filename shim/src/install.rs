@@ -229,19 +229,34 @@ fn shell_quote(s: &str) -> String {
     }
 }
 
-/// Is this hook command nmem's recorder?
+/// Is this hook command nmem's recorder: this `nmem`, or an `nmem` installed with its `nmemd`
+/// beside it (another program called nmem, such as the original nmem, has none)?
 pub fn is_ours(cmd: &str) -> bool {
+    let Some(exe) = recorder_exe(cmd) else {
+        return false;
+    };
+    let path = if exe.contains('/') {
+        Some(PathBuf::from(exe))
+    } else {
+        which(exe)
+    };
+    path.is_some_and(|p| p.with_file_name("nmemd").is_file())
+}
+
+/// The executable of a `… nmem record …` hook command, if it is one.
+fn recorder_exe(cmd: &str) -> Option<&str> {
     let cmd = cmd.trim_start();
     // The executable may be single-quoted (a path with spaces, as `shell_quote` writes it).
     let (exe, rest) = match cmd.strip_prefix('\'') {
         Some(q) => match q.find('\'') {
             Some(end) => (&q[..end], &q[end + 1..]),
-            None => return false,
+            None => return None,
         },
         None => cmd.split_once(char::is_whitespace).unwrap_or((cmd, "")),
     };
-    Path::new(exe).file_name().is_some_and(|n| n == "nmem")
-        && rest.split_whitespace().next() == Some("record")
+    (Path::new(exe).file_name().is_some_and(|n| n == "nmem")
+        && rest.split_whitespace().next() == Some("record"))
+    .then_some(exe)
 }
 
 fn load(path: &Path) -> Result<(Option<String>, Value), String> {
@@ -748,13 +763,24 @@ fn write_with_backup(c: &Change) -> std::io::Result<()> {
 mod tests {
     #[test]
     fn recognises_its_own_commands() {
-        assert!(super::is_ours("nmem record"));
-        assert!(super::is_ours(
-            "/home/u/.local/bin/nmem record --harness gemini"
-        ));
-        assert!(super::is_ours("'/opt/my tools/nmem' record"));
-        assert!(!super::is_ours("nmem-other record"));
-        assert!(!super::is_ours("python hook.py"));
-        assert!(!super::is_ours("nmem serve"));
+        use super::recorder_exe as r;
+        assert_eq!(r("nmem record"), Some("nmem"));
+        assert_eq!(
+            r("/home/u/.local/bin/nmem record --harness gemini"),
+            Some("/home/u/.local/bin/nmem")
+        );
+        assert_eq!(r("'/opt/my tools/nmem' record"), Some("/opt/my tools/nmem"));
+        assert_eq!(r("nmem-other record"), None);
+        assert_eq!(r("python hook.py"), None);
+        assert_eq!(r("nmem serve"), None);
+        // An `nmem` without its daemon beside it is another program's (the original nmem).
+        let dir = std::env::temp_dir().join(format!("nmem-ours-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("nmem"), "").unwrap();
+        let cmd = format!("{} record", dir.join("nmem").display());
+        assert!(!super::is_ours(&cmd));
+        std::fs::write(dir.join("nmemd"), "").unwrap();
+        assert!(super::is_ours(&cmd));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

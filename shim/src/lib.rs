@@ -12,6 +12,7 @@ pub mod cli;
 pub mod ctl;
 pub mod daemon_client;
 pub mod elide;
+pub mod import;
 pub mod install;
 pub mod record;
 pub mod serve;

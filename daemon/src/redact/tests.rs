@@ -191,3 +191,44 @@ fn invalid_extra_pattern_is_reported_and_the_rest_still_apply() {
     assert_eq!(r.redact(&mut s), 2);
     assert_eq!(s, "[REDACTED:ticket] and [REDACTED:github_token]");
 }
+
+#[test]
+fn quoted_values_are_values_and_dotenv_files_hide_every_value() {
+    let out = red(r#"DB_PASSWORD="x9(Kq!2m" and password="correct.horse.battery""#);
+    assert!(
+        !out.contains("x9(Kq") && !out.contains("correct.horse"),
+        "{out}"
+    );
+    let mut p = crate::ingest::Prepared {
+        event_id: "e".into(),
+        received_at: 0,
+        harness: "claude-code",
+        session_id: "s".into(),
+        cwd: "/w".into(),
+        project: crate::ingest::Project {
+            name: "w".into(),
+            root: "/w".into(),
+        },
+        event: nmem_proto::harness::Event::ToolUse,
+        event_name: "PostToolUse".into(),
+        record: Record::Observation(crate::ingest::Obs {
+            obs_type: "file_edit",
+            file_path: Some("/w/.env.local".into()),
+            content: "/w/.env.local\n- SMTP_PASS=old\n+ SMTP_PASS=hunter2hunter".into(),
+            ..Default::default()
+        }),
+        effect: crate::ingest::SessionEffect::None,
+        thoughts: Vec::new(),
+        transcript_offset: None,
+        redactions: 0,
+    };
+    redactor().apply(&mut p);
+    let Record::Observation(o) = &p.record else {
+        unreachable!()
+    };
+    assert!(
+        !o.content.contains("hunter2") && o.content.contains("+ SMTP_PASS=[REDACTED:dotenv]"),
+        "{}",
+        o.content
+    );
+}

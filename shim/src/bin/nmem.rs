@@ -170,6 +170,24 @@ enum Command {
         #[arg(long)]
         delete_data: bool,
     },
+    /// Back-fill memory from the Claude Code transcripts on disk (~/.claude/projects), or from
+    /// the files and folders given. Importing twice, or a session also captured live, stores it once.
+    Import {
+        /// Transcript files or folders (default: ~/.claude/projects).
+        paths: Vec<std::path::PathBuf>,
+        /// Only harness supported so far: claude-code.
+        #[arg(long, default_value = "claude-code")]
+        harness: String,
+        /// Only events from this date on (2026-08-20 or an ISO date-time).
+        #[arg(long)]
+        since: Option<String>,
+        /// Only this project (the name nmem gives it: the folder's name).
+        #[arg(long)]
+        project: Option<String>,
+        /// Read and count, store nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
     /// Remember something for later sessions.
     Save {
         #[arg(required = true)]
@@ -258,6 +276,32 @@ fn main() -> ExitCode {
             project,
             json,
         } => cli::save(text, title, project, json),
+        Command::Import {
+            paths,
+            harness,
+            since,
+            project,
+            dry_run,
+        } => {
+            if harness != "claude-code" && harness != "all" {
+                eprintln!("nmem import: only Claude Code transcripts can be imported so far (--harness claude-code)");
+                return ExitCode::from(2);
+            }
+            let since_ms = match since.as_deref().map(nmem_shim::import::parse_date) {
+                None => None,
+                Some(Some(ms)) => Some(ms),
+                Some(None) => {
+                    eprintln!("nmem import: --since takes 2026-08-20 or an ISO date-time");
+                    return ExitCode::from(2);
+                }
+            };
+            nmem_shim::import::run(nmem_shim::import::Options {
+                paths,
+                since_ms,
+                project,
+                dry_run,
+            })
+        }
         Command::Install { target } => match target.options(false) {
             Ok(o) => nmem_shim::install::install(o),
             Err(code) => code,
