@@ -92,7 +92,7 @@ impl Tailer {
         };
         let mut thoughts = Vec::new();
         for line in buf[..last_nl].split(|&b| b == b'\n') {
-            thoughts.extend(thoughts_of(line, max_chars));
+            thoughts.extend(thoughts_of(line, session, max_chars));
         }
         let mut tail = self.advance(session, start + last_nl as u64 + 1);
         tail.thoughts = thoughts;
@@ -128,11 +128,18 @@ fn safe_transcript_path(p: &str) -> Option<&Path> {
     ok.then_some(path)
 }
 
-fn thoughts_of(line: &[u8], max_chars: usize) -> Vec<Thought> {
+/// The thinking blocks of one transcript line of `session` (a line of another session is not ours).
+fn thoughts_of(line: &[u8], session: &str, max_chars: usize) -> Vec<Thought> {
     let Ok(v) = serde_json::from_slice::<Value>(line) else {
         return Vec::new();
     };
     if v.get("type").and_then(Value::as_str) != Some("assistant") {
+        return Vec::new();
+    }
+    if v.get("sessionId")
+        .and_then(Value::as_str)
+        .is_some_and(|s| s != session)
+    {
         return Vec::new();
     }
     let Some(msg) = v.get("message") else {
