@@ -17,6 +17,7 @@ pub mod paths;
 pub mod query;
 pub mod spool;
 pub mod status;
+pub mod time;
 pub mod wire;
 
 /// The version of this build, shared by the daemon and every client.

@@ -492,15 +492,7 @@ pub fn service(action: &str) -> ExitCode {
         let pid: Option<i32> = std::fs::read_to_string(paths.db_lock())
             .ok()
             .and_then(|s| s.trim().parse().ok());
-        let up = client::call(
-            &paths.socket,
-            "GET",
-            wire::PATH_HEALTH,
-            &[],
-            b"",
-            Duration::from_millis(500),
-        )
-        .is_ok();
+        let up = crate::daemon_client::healthy(&paths);
         match (pid, up) {
             (Some(pid), true) => {
                 unsafe { libc::kill(pid, libc::SIGTERM) };
@@ -523,22 +515,9 @@ pub fn service(action: &str) -> ExitCode {
     if !crate::autostart::start_daemon_now(&paths) {
         return fail("could not start nmemd (is another start under way?)");
     }
-    let start = std::time::Instant::now();
-    while start.elapsed() < Duration::from_secs(10) {
-        if client::call(
-            &paths.socket,
-            "GET",
-            wire::PATH_HEALTH,
-            &[],
-            b"",
-            Duration::from_millis(200),
-        )
-        .is_ok_and(|r| r.status == 200)
-        {
-            println!("nmemd started");
-            return ExitCode::SUCCESS;
-        }
-        std::thread::sleep(Duration::from_millis(20));
+    if crate::daemon_client::wait_healthy(&paths, Duration::from_secs(10)) {
+        println!("nmemd started");
+        return ExitCode::SUCCESS;
     }
     fail(format!(
         "nmemd did not come up; see `nmemctl logs` ({})",

@@ -67,6 +67,31 @@ fn unavailable(paths: &Paths, why: &str) -> CallError {
     ))
 }
 
+/// Does the daemon answer `/v1/health` right now?
+pub fn healthy(paths: &Paths) -> bool {
+    client::call(
+        &paths.socket,
+        "GET",
+        wire::PATH_HEALTH,
+        &[],
+        b"",
+        Duration::from_millis(500),
+    )
+    .is_ok_and(|r| r.status == 200)
+}
+
+/// Wait up to `timeout` for the daemon to answer (after starting it).
+pub fn wait_healthy(paths: &Paths, timeout: Duration) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < timeout {
+        if healthy(paths) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
 /// Start the daemon (unless NMEM_NO_AUTOSTART=1) and wait up to 5 s for it to answer.
 fn start_and_wait(paths: &Paths) -> Result<(), CallError> {
     if std::env::var_os("NMEM_NO_AUTOSTART").is_some_and(|v| v == "1") {
@@ -76,21 +101,8 @@ fn start_and_wait(paths: &Paths) -> Result<(), CallError> {
         ));
     }
     crate::autostart::start_daemon_now(paths);
-    let start = Instant::now();
-    while start.elapsed() < Duration::from_secs(5) {
-        if client::call(
-            &paths.socket,
-            "GET",
-            wire::PATH_HEALTH,
-            &[],
-            b"",
-            Duration::from_millis(200),
-        )
-        .is_ok_and(|r| r.status == 200)
-        {
-            return Ok(());
-        }
-        std::thread::sleep(Duration::from_millis(20));
+    if wait_healthy(paths, Duration::from_secs(5)) {
+        return Ok(());
     }
     Err(unavailable(
         paths,

@@ -109,7 +109,10 @@ fn synthesize(path: &Path, opts: &Options, counts: &Counts) -> std::io::Result<V
             counts.skipped.fetch_add(1, Relaxed);
             continue;
         };
-        let at = v["timestamp"].as_str().and_then(parse_time).unwrap_or(0);
+        let at = v["timestamp"]
+            .as_str()
+            .and_then(nmem_proto::time::parse_rfc3339_ms)
+            .unwrap_or(0);
         let session = v["sessionId"].as_str().unwrap_or("").to_string();
         let cwd = v["cwd"].as_str().unwrap_or("").to_string();
         let uuid = v["uuid"]
@@ -235,56 +238,6 @@ fn remember(v: &Value, calls: &mut HashMap<String, (String, Value)>) {
     }
 }
 
-/// `2026-08-20` (midnight UTC) or an ISO date-time → Unix ms.
-pub fn parse_date(s: &str) -> Option<i64> {
-    if s.len() == 10 {
-        return parse_time(&format!("{s}T00:00:00Z"));
-    }
-    parse_time(s)
-}
-
-/// `2026-08-20T09:14:07.630Z` → Unix ms (UTC or an offset).
-fn parse_time(s: &str) -> Option<i64> {
-    let b = s.as_bytes();
-    if b.len() < 19 || b[4] != b'-' || b[10] != b'T' {
-        return None;
-    }
-    let num = |r: std::ops::Range<usize>| s.get(r)?.parse::<i64>().ok();
-    let (y, mo, d, h, mi, se) = (
-        num(0..4)?,
-        num(5..7)?,
-        num(8..10)?,
-        num(11..13)?,
-        num(14..16)?,
-        num(17..19)?,
-    );
-    let mut rest = &s[19..];
-    let mut ms = 0;
-    if let Some(frac) = rest.strip_prefix('.') {
-        let k = frac.bytes().take_while(u8::is_ascii_digit).count();
-        ms = format!("{:0<3}", &frac[..k])[..3].parse().ok()?;
-        rest = &frac[k..];
-    }
-    let off = match rest {
-        "Z" | "" => 0,
-        o if o.len() == 6 => {
-            (if o.starts_with('-') { -1 } else { 1 })
-                * (o[1..3].parse::<i64>().ok()? * 60 + o[4..6].parse::<i64>().ok()?)
-        }
-        _ => return None,
-    };
-    let (y2, m2) = if mo <= 2 {
-        (y - 1, mo + 9)
-    } else {
-        (y, mo - 3)
-    };
-    let era = y2.div_euclid(400);
-    let yoe = y2 - era * 400;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + (153 * m2 + 2) / 5 + d - 1;
-    let days = era * 146_097 + doe - 719_468;
-    Some(((days * 86_400 + h * 3600 + mi * 60 + se) - off * 60) * 1000 + ms)
-}
-
 pub fn run(opts: Options) -> ExitCode {
     let roots = if opts.paths.is_empty() {
         let base = std::env::var_os("CLAUDE_CONFIG_DIR")
@@ -308,34 +261,11 @@ pub fn run(opts: Options) -> ExitCode {
         return ExitCode::SUCCESS;
     }
     let paths = nmem_proto::paths::Paths::from_env();
-    if !opts.dry_run
-        && client::call(
-            &paths.socket,
-            "GET",
-            wire::PATH_HEALTH,
-            &[],
-            b"",
-            Duration::from_secs(2),
-        )
-        .is_err()
-    {
+    if !opts.dry_run && !crate::daemon_client::healthy(&paths) {
         crate::autostart::start_daemon_now(&paths);
-        let start = Instant::now();
-        while client::call(
-            &paths.socket,
-            "GET",
-            wire::PATH_HEALTH,
-            &[],
-            b"",
-            Duration::from_millis(200),
-        )
-        .is_err()
-        {
-            if start.elapsed() > Duration::from_secs(10) {
-                eprintln!("nmem import: nmemd is not running and did not start; run `nmemctl start`, then import again");
-                return ExitCode::from(2);
-            }
-            std::thread::sleep(Duration::from_millis(50));
+        if !crate::daemon_client::wait_healthy(&paths, Duration::from_secs(10)) {
+            eprintln!("nmem import: nmemd is not running and did not start; run `nmemctl start`, then import again");
+            return ExitCode::from(2);
         }
     }
     let total_bytes: u64 = files
@@ -472,12 +402,7 @@ fn send(socket: &Path, events: Vec<Synth>, counts: &Counts) -> Result<(), String
 #[cfg(test)]
 mod tests {
     #[test]
-    fn times() {
-        assert_eq!(
-            super::parse_time("2026-08-20T09:14:07.630Z"),
-            Some(1_787_217_247_630)
-        );
-        assert_eq!(super::parse_time("nope"), None);
+    fn event_ids() {
         assert_ne!(super::event_id(&["a", "b"]), super::event_id(&["ab", ""]));
     }
 }

@@ -153,7 +153,7 @@ fn thoughts_of(line: &[u8], session: &str, max_chars: usize) -> Vec<Thought> {
     let t = v
         .get("timestamp")
         .and_then(Value::as_str)
-        .and_then(parse_rfc3339_ms)
+        .and_then(nmem_proto::time::parse_rfc3339_ms)
         .unwrap_or(0);
     let Some(blocks) = msg.get("content").and_then(Value::as_array) else {
         return Vec::new();
@@ -178,75 +178,10 @@ fn thoughts_of(line: &[u8], session: &str, max_chars: usize) -> Vec<Thought> {
         .collect()
 }
 
-/// `2026-08-20T09:14:07.630Z` (or with an offset such as `+02:00`) to Unix milliseconds.
-pub fn parse_rfc3339_ms(s: &str) -> Option<i64> {
-    let b = s.as_bytes();
-    if b.len() < 19
-        || b[4] != b'-'
-        || b[7] != b'-'
-        || !matches!(b[10], b'T' | b't' | b' ')
-        || b[13] != b':'
-        || b[16] != b':'
-    {
-        return None;
-    }
-    let num = |r: std::ops::Range<usize>| s.get(r)?.parse::<i64>().ok();
-    let (y, mo, d, h, mi, se) = (
-        num(0..4)?,
-        num(5..7)?,
-        num(8..10)?,
-        num(11..13)?,
-        num(14..16)?,
-        num(17..19)?,
-    );
-    let mut rest = &s[19..];
-    let mut ms = 0;
-    if let Some(frac) = rest.strip_prefix('.') {
-        let digits = frac.bytes().take_while(u8::is_ascii_digit).count();
-        let f = &frac[..digits];
-        ms = format!("{f:0<3}")[..3].parse().ok()?;
-        rest = &frac[digits..];
-    }
-    let offset_min = match rest {
-        "Z" | "z" | "" => 0,
-        o if o.len() == 6 && (o.starts_with('+') || o.starts_with('-')) => {
-            let sign = if o.starts_with('-') { -1 } else { 1 };
-            sign * (o[1..3].parse::<i64>().ok()? * 60 + o[4..6].parse::<i64>().ok()?)
-        }
-        _ => return None,
-    };
-    // Days from civil (Howard Hinnant's algorithm).
-    let (y2, m2) = if mo <= 2 {
-        (y - 1, mo + 9)
-    } else {
-        (y, mo - 3)
-    };
-    let era = y2.div_euclid(400);
-    let yoe = y2 - era * 400;
-    let doy = (153 * m2 + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    Some(((days * 86_400 + h * 3600 + mi * 60 + se) - offset_min * 60) * 1000 + ms)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::io::Write;
-
-    #[test]
-    fn rfc3339() {
-        assert_eq!(parse_rfc3339_ms("1970-01-01T00:00:00Z"), Some(0));
-        assert_eq!(
-            parse_rfc3339_ms("2026-08-20T09:14:07.630Z"),
-            Some(1_787_217_247_630)
-        );
-        assert_eq!(
-            parse_rfc3339_ms("2026-08-20T11:14:07.630+02:00"),
-            Some(1_787_217_247_630)
-        );
-        assert_eq!(parse_rfc3339_ms("garbage"), None);
-    }
 
     #[test]
     fn tails_by_offset_and_waits_for_whole_lines() {

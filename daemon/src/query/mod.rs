@@ -64,17 +64,7 @@ pub fn millis(w: &When, end_of_day: bool) -> Result<i64, QueryError> {
             if let Ok(n) = s.parse::<i64>() {
                 return millis(&When::Epoch(n), end_of_day);
             }
-            if s.len() == 10 {
-                let t = if end_of_day {
-                    "T23:59:59.999Z"
-                } else {
-                    "T00:00:00Z"
-                };
-                if let Some(ms) = crate::ingest::reasoning::parse_rfc3339_ms(&format!("{s}{t}")) {
-                    return Ok(ms);
-                }
-            }
-            crate::ingest::reasoning::parse_rfc3339_ms(s).ok_or_else(|| {
+            nmem_proto::time::parse_date(s, end_of_day).ok_or_else(|| {
                 QueryError::BadRequest(format!(
                     "`{s}` is not a date: use 2026-08-20, 2026-08-20T09:14:00Z, or Unix seconds/milliseconds"
                 ))

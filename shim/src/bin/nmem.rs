@@ -287,7 +287,10 @@ fn main() -> ExitCode {
                 eprintln!("nmem import: only Claude Code transcripts can be imported so far (--harness claude-code)");
                 return ExitCode::from(2);
             }
-            let since_ms = match since.as_deref().map(nmem_shim::import::parse_date) {
+            let since_ms = match since
+                .as_deref()
+                .map(|d| nmem_proto::time::parse_date(d, false))
+            {
                 None => None,
                 Some(Some(ms)) => Some(ms),
                 Some(None) => {
