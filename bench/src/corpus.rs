@@ -378,6 +378,103 @@ impl Iterator for Corpus {
     }
 }
 
+/// `ms` as an RFC 3339 UTC time with milliseconds (civil-from-days, proleptic Gregorian).
+pub fn rfc3339(ms: i64) -> String {
+    let (days, rem) = (ms.div_euclid(86_400_000), ms.rem_euclid(86_400_000));
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3_600_000,
+        rem / 60_000 % 60,
+        rem / 1000 % 60,
+        rem % 1000
+    )
+}
+
+/// Claude Code transcripts of the corpus's sessions, one file per session, written into `dir`
+/// until they hold at least `records` lines: prompts as user lines, each tool call as an
+/// assistant `tool_use` line and a user `tool_result` line (with `toolUseResult`), each turn's
+/// end as an assistant text line. Returns (files, lines).
+pub fn write_claude_transcripts(
+    seed: u64,
+    records: usize,
+    dir: &std::path::Path,
+) -> std::io::Result<(usize, usize)> {
+    use std::io::Write;
+    let mut files = 0;
+    let mut lines = 0;
+    let mut current: Option<(String, std::io::BufWriter<std::fs::File>)> = None;
+    let mut uuid = 0u64;
+    for ev in Corpus::new(seed, usize::MAX, 1_700_000_000_000) {
+        let v: Value = serde_json::from_slice(&ev.payload).expect("corpus JSON");
+        let sid = v["session_id"].as_str().unwrap_or_default().to_string();
+        let cwd = v["cwd"].as_str().unwrap_or_default();
+        if current.as_ref().is_none_or(|(s, _)| *s != sid) {
+            if lines >= records {
+                break;
+            }
+            if let Some((_, mut w)) = current.take() {
+                w.flush()?;
+            }
+            let f = std::fs::File::create(dir.join(format!("{sid}.jsonl")))?;
+            current = Some((sid.clone(), std::io::BufWriter::new(f)));
+            files += 1;
+        }
+        let w = &mut current.as_mut().expect("a file is open").1;
+        let ts = rfc3339(ev.received_at);
+        let lines_at = lines;
+        let mut line = |body: Value| -> std::io::Result<()> {
+            uuid += 1;
+            let mut l = json!({"sessionId": sid, "cwd": cwd, "uuid": format!("u{uuid:016x}"),
+                "timestamp": ts, "version": "2.1.200", "gitBranch": "main"});
+            for (k, val) in body.as_object().expect("object") {
+                l[k] = val.clone();
+            }
+            lines += 1;
+            writeln!(w, "{l}")
+        };
+        match v["hook_event_name"].as_str() {
+            Some("UserPromptSubmit") => {
+                line(json!({"type": "user", "promptId": format!("p{lines_at:x}"),
+                "message": {"role": "user", "content": v["prompt"]}}))?
+            }
+            Some(e @ ("PostToolUse" | "PostToolUseFailure")) => {
+                let id = v["tool_use_id"].clone();
+                line(
+                    json!({"type": "assistant", "message": {"role": "assistant", "content": [
+                    {"type": "tool_use", "id": id, "name": v["tool_name"], "input": v["tool_input"]}]}}),
+                )?;
+                if e == "PostToolUse" {
+                    line(
+                        json!({"type": "user", "toolUseResult": v["tool_response"], "message": {"role": "user",
+                        "content": [{"type": "tool_result", "tool_use_id": id, "content": "ok"}]}}),
+                    )?;
+                } else {
+                    line(
+                        json!({"type": "user", "toolUseResult": v["error"], "message": {"role": "user",
+                        "content": [{"type": "tool_result", "tool_use_id": id, "is_error": true, "content": v["error"]}]}}),
+                    )?;
+                }
+            }
+            Some("Stop") => line(json!({"type": "assistant", "message": {"role": "assistant",
+                "content": [{"type": "text", "text": v["last_assistant_message"]}]}}))?,
+            _ => {}
+        }
+    }
+    if let Some((_, mut w)) = current {
+        w.flush()?;
+    }
+    Ok((files, lines))
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -386,5 +483,13 @@ mod tests {
         let b: Vec<Vec<u8>> = super::Corpus::new(7, 500, 0).map(|e| e.payload).collect();
         assert_eq!(a, b);
         assert!(a.len() >= 500);
+    }
+
+    #[test]
+    fn rfc3339_round_trips_through_the_parser() {
+        for ms in [0, 1_700_000_000_123, 951_782_400_000, 4_107_542_399_999] {
+            let s = super::rfc3339(ms);
+            assert_eq!(nmem_proto::time::parse_rfc3339_ms(&s), Some(ms), "{s}");
+        }
     }
 }

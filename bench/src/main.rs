@@ -1,16 +1,25 @@
 //! `nmem-bench`: prints the figures behind nmem's budgets (DESIGN.md §6), each next to a
 //! reference measured in the same run. Nothing here asserts a time: it reports.
 //!
-//! Usage: nmem-bench [--runs N] [--events N] [--scale N] [--json PATH]
+//! Usage: nmem-bench [--runs N] [--events N] [--scales 10000,100000,1000000]
+//!                   [--import-records N] [--json PATH]
 //!        nmem-bench --fill DIR [--scale N]   (only build a corpus database in DIR, and keep it)
+//!        nmem-bench --eval eval/nmem-eval.json [--json PATH]   (score retrieval, see eval.rs)
 //!
 //! * `nmem record` end to end (spawn, read stdin, forward, ack after commit) for a 3 KB
 //!   PostToolUse, with the daemon up, down (spool) and hung (SIGSTOP), next to `/bin/true` and a
 //!   no-op static binary (this one, with `--noop`).
 //! * Sustained ingest: 8 concurrent connections to the socket API (in-process load generator,
 //!   ack after commit), and the rate 8 parallel `nmem record` processes reach.
+//! * At each scale (a corpus of realistic coding sessions from `corpus.rs`, deterministic):
+//!   SessionStart with its digest, search in several orders and shapes, timeline,
+//!   recent_context, nmemd RSS, database bytes per observation.
+//! * `nmem import` of generated Claude Code transcripts (`--import-records` lines).
+//! * Last, every budget of DESIGN.md §6 with its figure and whether it is met; `--json` writes
+//!   every figure (and the verdicts) to a file.
 
 mod corpus;
+mod eval;
 
 use nmem_proto::{client, wire};
 use std::io::Write;
@@ -40,8 +49,24 @@ fn main() -> anyhow::Result<()> {
         .map(|v| v.parse())
         .transpose()?
         .unwrap_or(100_000);
+    let scales: Vec<usize> = match (opt("--scales"), opt("--scale")) {
+        (Some(list), _) => list
+            .split(',')
+            .map(|v| v.trim().parse())
+            .collect::<Result<_, _>>()?,
+        (None, Some(_)) => vec![scale],
+        (None, None) => vec![10_000, 100_000, 1_000_000],
+    };
+    let import_records: usize = opt("--import-records")
+        .map(|v| v.parse())
+        .transpose()?
+        .unwrap_or(100_000);
+    let bench_start = Instant::now();
 
     let bins = bin_dir();
+    if let Some(file) = opt("--eval") {
+        return eval::run(&bins, Path::new(&file), json_out.as_deref(), start_daemon);
+    }
     if let Some(dir) = opt("--fill") {
         // Only build a corpus database in DIR (kept, daemon stopped), for analysis.
         let dir = PathBuf::from(dir);
@@ -178,19 +203,24 @@ fn main() -> anyhow::Result<()> {
     );
     report.line("nmem record, daemon down (spool)", &t_down, Some(&t_true));
 
-    // A realistic memory of `scale` observations: the digest, RSS and bytes per observation.
-    println!();
-    at_scale(
-        &bins,
-        &home.join("scale"),
-        scale,
-        runs.min(200),
-        &mut report,
-        &t_true,
-    )?;
+    // A realistic memory at each scale: the digest, queries, RSS and bytes per observation.
+    for &n in &scales {
+        println!();
+        let dir = home.join(format!("scale-{n}"));
+        at_scale(&bins, &dir, n, runs.min(200), &mut report, &t_true)?;
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    if import_records > 0 {
+        println!();
+        import_bench(&bins, &home.join("import"), import_records, &mut report)?;
+    }
 
     println!();
-    println!("budgets (DESIGN.md §6): record up/down median ≤ 1 ms and ≤ 2× /bin/true; hung exits ≤ 150 ms; API ingest ≥ 20,000/s");
+    let largest = scales.iter().copied().max().unwrap_or(0);
+    budgets(&report, &scale_tag(largest));
+    report.push("bench_seconds", bench_start.elapsed().as_secs_f64());
+    println!("\nwhole run: {:.0} s", bench_start.elapsed().as_secs_f64());
     if let Some(path) = json_out {
         std::fs::write(&path, report.json())?;
         println!("wrote {path}");
@@ -270,6 +300,28 @@ struct Report {
 
 impl Report {
     fn line(&mut self, what: &str, t: &[Duration], reference: Option<&[Duration]>) {
+        let key: String = what
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() {
+                    c.to_ascii_lowercase()
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        self.line_as(&key, what, t, reference);
+    }
+
+    fn push(&mut self, key: impl Into<String>, value: f64) {
+        self.figures.push((key.into(), value));
+    }
+
+    fn get(&self, key: &str) -> Option<f64> {
+        self.figures.iter().find(|(k, _)| k == key).map(|(_, v)| *v)
+    }
+
+    fn line_as(&mut self, key: &str, what: &str, t: &[Duration], reference: Option<&[Duration]>) {
         let med = pct(t, 0.5);
         let p95 = pct(t, 0.95);
         let ratio = reference
@@ -285,18 +337,16 @@ impl Report {
             ms(med),
             ms(p95)
         );
-        let key: String = what
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() {
-                    c.to_ascii_lowercase()
-                } else {
-                    '_'
-                }
-            })
-            .collect();
         self.figures.push((format!("{key}_median_ms"), ms(med)));
         self.figures.push((format!("{key}_p95_ms"), ms(p95)));
+        self.figures
+            .push((format!("{key}_max_ms"), ms(*t.last().unwrap())));
+        if let Some(r) = reference {
+            self.figures.push((
+                format!("{key}_ratio_to_bin_true"),
+                med.as_secs_f64() / pct(r, 0.5).as_secs_f64(),
+            ));
+        }
     }
 
     fn json(&self) -> String {
@@ -350,6 +400,7 @@ fn at_scale(
     report: &mut Report,
     t_true: &[Duration],
 ) -> anyhow::Result<()> {
+    let tag = scale_tag(scale);
     std::fs::create_dir_all(home)?;
     let socket = home.join("nmemd.sock");
     // A database this run (or `--fill`) built before is measured as it is.
@@ -428,11 +479,9 @@ fn at_scale(
             );
         }
         times.sort();
-        report.line(
-            &format!(
-                "SessionStart {source} with digest, API, {} obs",
-                s.observations
-            ),
+        report.line_as(
+            &format!("session_start_{source}_api_{tag}"),
+            &format!("SessionStart {source} with digest, API [{tag}]"),
             &times,
             Some(t_true),
         );
@@ -454,12 +503,13 @@ fn at_scale(
             serde_json::json!({"session_id": format!("bench-rec-{n}"), "cwd": "/home/dev/projects/acme-api", "hook_event_name": "SessionStart", "source": "startup"}).to_string().into_bytes()
         }),
     );
-    report.line(
-        &format!("SessionStart via nmem record, {} obs", s.observations),
+    report.line_as(
+        &format!("session_start_record_{tag}"),
+        &format!("SessionStart via nmem record [{tag}]"),
         &t_rec,
         Some(t_true),
     );
-    queries(&socket, s.observations, report)?;
+    queries(&socket, s.observations, report, &tag)?;
     let rss = std::fs::read_to_string(format!("/proc/{}/status", daemon.id()))?;
     let field = |name: &str| {
         rss.lines()
@@ -471,24 +521,19 @@ fn at_scale(
     };
     println!(
         "{:<48} {:>10.1} MB  (peak {:.1} MB)",
-        "nmemd RSS",
+        format!("nmemd RSS [{tag}]"),
         field("VmRSS:"),
         field("VmHWM:")
     );
-    report
-        .figures
-        .push(("nmemd_rss_mb".into(), field("VmRSS:")));
-    report
-        .figures
-        .push(("nmemd_rss_peak_mb".into(), field("VmHWM:")));
+    report.push(format!("nmemd_rss_mb_{tag}"), field("VmRSS:"));
+    report.push(format!("nmemd_rss_peak_mb_{tag}"), field("VmHWM:"));
     unsafe { libc::kill(daemon.id() as i32, libc::SIGTERM) };
     daemon.wait()?;
     let bytes = std::fs::metadata(home.join("nmem.db"))?.len();
     let per = bytes as f64 / s.observations.max(1) as f64;
-    println!("{:<48} {:>10.0} bytes per observation  ({:.1} MB for {} observations and {} prompts, FTS included)", "database size", per, bytes as f64 / 1e6, s.observations, s.prompts);
-    report
-        .figures
-        .push(("db_bytes_per_observation".into(), per));
+    println!("{:<48} {:>10.0} bytes per observation  ({:.1} MB for {} observations and {} prompts, FTS included)", format!("database size [{tag}]"), per, bytes as f64 / 1e6, s.observations, s.prompts);
+    report.push(format!("db_bytes_per_observation_{tag}"), per);
+    report.push(format!("observations_{tag}"), s.observations as f64);
     Ok(())
 }
 
@@ -516,7 +561,7 @@ const QUERIES: &[&str] = &[
     "memory growth worker",
 ];
 
-fn queries(socket: &Path, observations: u64, report: &mut Report) -> anyhow::Result<()> {
+fn queries(socket: &Path, observations: u64, report: &mut Report, tag: &str) -> anyhow::Result<()> {
     let mut conn = client::Conn::open(socket)?;
     let mut post = |path: &str, body: serde_json::Value| -> anyhow::Result<Duration> {
         let bytes = body.to_string();
@@ -554,22 +599,22 @@ fn queries(socket: &Path, observations: u64, report: &mut Report) -> anyhow::Res
         let p99 = pct(&times, 0.99);
         println!(
             "{:<48} p50 {:>7.3} ms  p99 {:>7.3} ms  max {:>7.3} ms",
-            format!("search {order}, {observations} obs"),
+            format!("search {order} [{tag}, {observations} obs]"),
             ms(pct(&times, 0.5)),
             ms(p99),
             ms(*times.last().unwrap())
         );
-        report
-            .figures
-            .push((format!("search_{order}_p50_ms"), ms(pct(&times, 0.5))));
-        report
-            .figures
-            .push((format!("search_{order}_p99_ms"), ms(p99)));
+        report.push(format!("search_{order}_p50_ms_{tag}"), ms(pct(&times, 0.5)));
+        report.push(format!("search_{order}_p99_ms_{tag}"), ms(p99));
+        report.push(
+            format!("search_{order}_max_ms_{tag}"),
+            ms(*times.last().unwrap()),
+        );
     }
     all.sort();
-    report
-        .figures
-        .push(("search_all_p50_ms".into(), ms(pct(&all, 0.5))));
+    report.push(format!("search_all_p50_ms_{tag}"), ms(pct(&all, 0.5)));
+    report.push(format!("search_all_p99_ms_{tag}"), ms(pct(&all, 0.99)));
+    report.push(format!("search_all_max_ms_{tag}"), ms(*all.last().unwrap()));
     let mut rng = corpus::Rng::new(9);
     let mut t_timeline = Vec::new();
     for _ in 0..200 {
@@ -582,13 +627,12 @@ fn queries(socket: &Path, observations: u64, report: &mut Report) -> anyhow::Res
     t_timeline.sort();
     println!(
         "{:<48} p50 {:>7.3} ms  p99 {:>7.3} ms",
-        "timeline (5 before, 5 after)",
+        format!("timeline (5 before, 5 after) [{tag}]"),
         ms(pct(&t_timeline, 0.5)),
         ms(pct(&t_timeline, 0.99))
     );
-    report
-        .figures
-        .push(("timeline_p50_ms".into(), ms(pct(&t_timeline, 0.5))));
+    report.push(format!("timeline_p50_ms_{tag}"), ms(pct(&t_timeline, 0.5)));
+    report.push(format!("timeline_p99_ms_{tag}"), ms(pct(&t_timeline, 0.99)));
     let mut t_recent = Vec::new();
     for _ in 0..10 {
         for (p, _) in corpus::PROJECTS {
@@ -598,14 +642,183 @@ fn queries(socket: &Path, observations: u64, report: &mut Report) -> anyhow::Res
     t_recent.sort();
     println!(
         "{:<48} p50 {:>7.3} ms  p99 {:>7.3} ms",
-        "recent_context (30)",
+        format!("recent_context (30) [{tag}]"),
         ms(pct(&t_recent, 0.5)),
         ms(pct(&t_recent, 0.99))
     );
-    report
-        .figures
-        .push(("recent_context_p50_ms".into(), ms(pct(&t_recent, 0.5))));
+    report.push(
+        format!("recent_context_p50_ms_{tag}"),
+        ms(pct(&t_recent, 0.5)),
+    );
+    report.push(
+        format!("recent_context_p99_ms_{tag}"),
+        ms(pct(&t_recent, 0.99)),
+    );
     Ok(())
+}
+
+/// "10k", "100k", "1m": the label of a scale in figures' names.
+fn scale_tag(n: usize) -> String {
+    match n {
+        n if n >= 1_000_000 && n % 1_000_000 == 0 => format!("{}m", n / 1_000_000),
+        n if n >= 1_000 && n % 1_000 == 0 => format!("{}k", n / 1_000),
+        n => n.to_string(),
+    }
+}
+
+/// `nmem import` of generated Claude Code transcripts into a fresh daemon: records per second.
+fn import_bench(
+    bins: &Path,
+    home: &Path,
+    records: usize,
+    report: &mut Report,
+) -> anyhow::Result<()> {
+    let dir = home.join("transcripts");
+    std::fs::create_dir_all(&dir)?;
+    let (files, lines) = corpus::write_claude_transcripts(77, records, &dir)?;
+    let mut daemon = start_daemon(bins, home)?;
+    let start = Instant::now();
+    let out = Command::new(bins.join("nmem"))
+        .arg("import")
+        .arg(&dir)
+        .env("NMEM_HOME", home)
+        .env("NMEM_NO_AUTOSTART", "1")
+        .stderr(Stdio::null())
+        .output()?;
+    let secs = start.elapsed().as_secs_f64();
+    anyhow::ensure!(
+        out.status.success(),
+        "nmem import failed: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let s = status(&home.join("nmemd.sock"))?;
+    unsafe { libc::kill(daemon.id() as i32, libc::SIGTERM) };
+    daemon.wait()?;
+    let rate = lines as f64 / secs;
+    println!(
+        "{:<48} {:>10.0} records/s  ({lines} transcript lines in {files} files, {:.1} s; {} observations, {} prompts stored)",
+        "nmem import, Claude Code transcripts",
+        rate,
+        secs,
+        s.observations,
+        s.prompts
+    );
+    report.push("import_records_per_s", rate);
+    report.push("import_records", lines as f64);
+    let _ = std::fs::remove_dir_all(home);
+    Ok(())
+}
+
+/// Every budget of DESIGN.md §6 (and the import's), its figure, and whether it is met.
+fn budgets(report: &Report, big: &str) {
+    let mut rows: Vec<(String, Option<f64>, String, bool)> = Vec::new();
+    let mut at_most = |what: &str, key: &str, limit: f64, unit: &str| {
+        let v = report.get(key);
+        rows.push((
+            what.to_string(),
+            v,
+            format!("≤ {limit} {unit}"),
+            v.is_some_and(|v| v <= limit),
+        ));
+    };
+    at_most(
+        "nmem record, daemon up: median",
+        "nmem_record__daemon_up__ack_after_commit__median_ms",
+        1.0,
+        "ms",
+    );
+    at_most(
+        "nmem record, daemon up: ratio to /bin/true",
+        "nmem_record__daemon_up__ack_after_commit__ratio_to_bin_true",
+        2.0,
+        "×",
+    );
+    at_most(
+        "nmem record, daemon down: median",
+        "nmem_record__daemon_down__spool__median_ms",
+        1.0,
+        "ms",
+    );
+    at_most(
+        "nmem record, daemon hung: slowest exit",
+        "nmem_record__daemon_hung__sigstop__max_ms",
+        150.0,
+        "ms",
+    );
+    at_most(
+        &format!("SessionStart with digest [{big}]"),
+        &format!("session_start_startup_api_{big}_median_ms"),
+        10.0,
+        "ms",
+    );
+    at_most(
+        &format!("search p50, every order [{big}]"),
+        &format!("search_all_p50_ms_{big}"),
+        5.0,
+        "ms",
+    );
+    at_most(
+        &format!("search p50, relevance [{big}]"),
+        &format!("search_relevance_p50_ms_{big}"),
+        5.0,
+        "ms",
+    );
+    at_most(
+        &format!("search p99 of the query set [{big}]"),
+        &format!("search_all_p99_ms_{big}"),
+        100.0,
+        "ms",
+    );
+    at_most(
+        &format!("timeline p50 [{big}]"),
+        &format!("timeline_p50_ms_{big}"),
+        5.0,
+        "ms",
+    );
+    at_most(
+        &format!("recent_context p50 [{big}]"),
+        &format!("recent_context_p50_ms_{big}"),
+        5.0,
+        "ms",
+    );
+    at_most(
+        &format!("nmemd RSS [{big}]"),
+        &format!("nmemd_rss_mb_{big}"),
+        64.0,
+        "MB",
+    );
+    at_most(
+        &format!("database size [{big}]"),
+        &format!("db_bytes_per_observation_{big}"),
+        1024.0,
+        "B/obs",
+    );
+    let mut at_least = |what: &str, key: &str, limit: f64, unit: &str| {
+        let v = report.get(key);
+        rows.push((
+            what.to_string(),
+            v,
+            format!("≥ {limit} {unit}"),
+            v.is_some_and(|v| v >= limit),
+        ));
+    };
+    at_least(
+        "ingest, socket API, 8 connections",
+        "ingest_api_events_per_s",
+        20_000.0,
+        "events/s",
+    );
+    at_least("nmem import", "import_records_per_s", 5_000.0, "records/s");
+    println!("{:<48} {:>12}  {:<18} verdict", "budget", "figure", "limit");
+    for (what, v, limit, ok) in rows {
+        let fig = v.map(|v| format!("{v:.3}")).unwrap_or_else(|| "-".into());
+        let verdict = match (v, ok) {
+            (None, _) => "not measured",
+            (_, true) => "met",
+            (_, false) => "MISSED",
+        };
+        println!("{what:<48} {fig:>12}  {limit:<18} {verdict}");
+    }
 }
 
 fn status(socket: &Path) -> anyhow::Result<wire::Status> {

@@ -19,12 +19,23 @@ pub struct Config {
     pub retention: RetentionConfig,
 }
 
-#[derive(Debug, Clone, Deserialize, Default)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RetentionConfig {
     /// Days to keep each observation type (and `user_prompt`, `agent_reasoning`), overriding the
     /// defaults: `max_age_days = { command = 365, file_read = 30 }`.
     pub max_age_days: std::collections::HashMap<String, i64>,
+    /// Whether idle maintenance applies those ages by itself (pinned rows always stay).
+    pub sweep: bool,
+}
+
+impl Default for RetentionConfig {
+    fn default() -> Self {
+        RetentionConfig {
+            max_age_days: Default::default(),
+            sweep: true,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize, Default)]

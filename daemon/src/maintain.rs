@@ -1,4 +1,5 @@
-//! Maintenance: fold the WAL back, reclaim free pages, check and optimise the full-text indexes.
+//! Maintenance: sweep what retention says is too old, fold the WAL back, reclaim free pages,
+//! check and optimise the full-text indexes.
 //! Run by `nmemctl maintain`, and by the daemon itself when it has been idle for a while; always
 //! on the writer thread, never on the hook path.
 
@@ -18,6 +19,11 @@ pub struct Report {
     pub db_bytes_before: u64,
     pub db_bytes_after: u64,
     pub millis: u64,
+    /// What the retention sweep removed first (`None`: sweeping is off in the config).
+    #[serde(default)]
+    pub swept_observations: Option<u64>,
+    #[serde(default)]
+    pub swept_prompts: Option<u64>,
 }
 
 pub fn run(c: &mut Connection, db: &std::path::Path) -> Result<Report, String> {
@@ -64,22 +70,31 @@ pub fn run(c: &mut Connection, db: &std::path::Path) -> Result<Report, String> {
         db_bytes_before,
         db_bytes_after: size(),
         millis: start.elapsed().as_millis() as u64,
+        swept_observations: None,
+        swept_prompts: None,
     })
 }
 
-/// Maintain through the writer, in queue order.
+/// Maintain through the writer, in queue order: first the retention sweep (when the config
+/// allows it), then the rest.
 pub async fn now(app: &App) -> Result<Report, String> {
+    let swept = crate::retention::sweep(app).await?;
     let db = app.paths.db.clone();
     let json = app
         .writer
         .exec(move |c| run(c, &db).map(|r| serde_json::to_string(&r).expect("report serialises")))
         .await?;
-    let report: Report = serde_json::from_str(&json).map_err(|e| e.to_string())?;
+    let mut report: Report = serde_json::from_str(&json).map_err(|e| e.to_string())?;
+    if let Some(o) = swept {
+        report.swept_observations = Some(o.deleted_observations);
+        report.swept_prompts = Some(o.deleted_prompts);
+    }
     Stats::set(&app.stats.last_maintenance_ms, nmem_proto::now_ms() as u64);
     Ok(report)
 }
 
-/// Every hour, maintain if nothing was written for a minute and the last run is 6 hours old.
+/// Every hour, maintain (retention sweep included) if nothing was written for a minute and the
+/// last run is 6 hours old.
 pub async fn idle_loop(app: Arc<App>, mut shutdown: tokio::sync::watch::Receiver<bool>) {
     const EVERY: Duration = Duration::from_secs(3600);
     const STALE_MS: u64 = 6 * 3600 * 1000;

@@ -262,6 +262,23 @@ fn delete(
 ) -> rusqlite::Result<(u64, u64)> {
     let tx = c.transaction()?;
     let mut counts = (0u64, 0u64);
+    // The sessions the deleted rows belonged to: those left empty go too.
+    let mut sessions = std::collections::BTreeSet::new();
+    for (table, ids) in [("observations", &cand.obs), ("prompts", &cand.prompts)] {
+        for chunk in ids.chunks(500) {
+            let sql = format!(
+                "SELECT DISTINCT session_id FROM {table} WHERE id IN ({})",
+                vec!["?"; chunk.len()].join(",")
+            );
+            let mut stmt = tx.prepare(&sql)?;
+            let rows = stmt.query_map(rusqlite::params_from_iter(chunk.iter()), |r| {
+                r.get::<_, String>(0)
+            })?;
+            for s in rows {
+                sessions.insert(s?);
+            }
+        }
+    }
     for (table, ids, n) in [
         ("observations", &cand.obs, &mut counts.0),
         ("prompts", &cand.prompts, &mut counts.1),
@@ -273,6 +290,18 @@ fn delete(
             );
             *n += tx.execute(&sql, rusqlite::params_from_iter(chunk.iter()))? as u64;
         }
+    }
+    let mut empty = 0;
+    for s in &sessions {
+        empty += tx.execute(
+            "DELETE FROM sessions WHERE id = ?1
+               AND NOT EXISTS (SELECT 1 FROM observations WHERE session_id = ?1)
+               AND NOT EXISTS (SELECT 1 FROM prompts WHERE session_id = ?1)",
+            [s],
+        )?;
+    }
+    if empty > 0 {
+        tracing::info!(sessions = empty, "{action}: removed sessions left empty");
     }
     if counts.0 + counts.1 > 0 {
         tx.execute(
@@ -338,6 +367,23 @@ pub async fn retention(app: &App, req: RetentionRequest) -> Result<Outcome, Stri
         })
         .await?;
     serde_json::from_str(&json).map_err(|e| e.to_string())
+}
+
+/// The sweep idle maintenance runs: every type's age (defaults, or `[retention].max_age_days`)
+/// applied; pinned rows stay. Off with `[retention] sweep = false`.
+pub async fn sweep(app: &App) -> Result<Option<Outcome>, String> {
+    if !app.config.retention.sweep {
+        return Ok(None);
+    }
+    let out = retention(
+        app,
+        RetentionRequest {
+            apply: true,
+            ..Default::default()
+        },
+    )
+    .await?;
+    Ok(Some(out))
 }
 
 pub async fn purge(app: &App, req: PurgeRequest) -> Result<Outcome, String> {

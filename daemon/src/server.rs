@@ -24,6 +24,7 @@ const BODY_LIMIT: usize = 64 * 1024 * 1024;
 pub fn router(app: Arc<App>) -> Router {
     Router::new()
         .route(wire::PATH_EVENTS, post(record))
+        .route(wire::PATH_EVENTS_BATCH, post(record_batch))
         .route(wire::PATH_HEALTH, get(health))
         .route(wire::PATH_STATUS, get(status))
         .route(wire::PATH_SEARCH, post(search))
@@ -253,18 +254,8 @@ fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
 /// Read the event headers a shim sends with every payload.
 pub fn raw_event(headers: &HeaderMap, body: Bytes) -> Result<RawEvent, ApiError> {
     let bad = |m: String| ApiError::new(StatusCode::BAD_REQUEST, code::BAD_REQUEST, m);
-    let event_id = header(headers, wire::H_EVENT_ID)
-        .filter(|id| {
-            !id.is_empty()
-                && id.len() <= 64
-                && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
-        })
-        .ok_or_else(|| {
-            bad(format!(
-                "`{}` must be 1-64 letters, digits or dashes",
-                wire::H_EVENT_ID
-            ))
-        })?;
+    let event_id = header(headers, wire::H_EVENT_ID).unwrap_or("");
+    check_event_id(event_id).map_err(bad)?;
     let received_at = match header(headers, wire::H_RECEIVED_AT) {
         None => nmem_proto::now_ms(),
         Some(v) => v.parse::<i64>().map_err(|_| {
@@ -276,11 +267,7 @@ pub fn raw_event(headers: &HeaderMap, body: Bytes) -> Result<RawEvent, ApiError>
     };
     let harness = match header(headers, wire::H_HARNESS) {
         None => Harness::ClaudeCode,
-        Some(h) => Harness::parse(h).ok_or_else(|| {
-            bad(format!(
-                "unknown harness `{h}`: one of claude-code, codex, codex-notify, gemini, cursor"
-            ))
-        })?,
+        Some(h) => parse_harness(h).map_err(bad)?,
     };
     Ok(RawEvent {
         event_id: event_id.to_string(),
@@ -288,6 +275,100 @@ pub fn raw_event(headers: &HeaderMap, body: Bytes) -> Result<RawEvent, ApiError>
         harness,
         payload: body.to_vec(),
     })
+}
+
+fn check_event_id(id: &str) -> Result<(), String> {
+    let ok = !id.is_empty()
+        && id.len() <= 64
+        && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "`{}` must be 1-64 letters, digits or dashes",
+            wire::H_EVENT_ID
+        ))
+    }
+}
+
+fn parse_harness(h: &str) -> Result<Harness, String> {
+    Harness::parse(h).ok_or_else(|| {
+        format!("unknown harness `{h}`: one of claude-code, codex, codex-notify, gemini, cursor")
+    })
+}
+
+/// `POST /v1/events/batch`: many events (JSON lines), prepared off the async workers, queued in
+/// order so the writer commits them in large groups, answered once all are committed. A line
+/// nmem cannot use is reported and skipped; the rest are stored as if sent one by one.
+async fn record_batch(
+    State(app): State<Arc<App>>,
+    b: Bytes,
+) -> Result<Json<wire::BatchReply>, ApiError> {
+    let prep_app = app.clone();
+    let (prepared, mut reply) = tokio::task::spawn_blocking(move || {
+        let mut reply = wire::BatchReply::default();
+        let mut prepared = Vec::new();
+        let lines = b
+            .split(|&c| c == b'\n')
+            .filter(|l| !l.iter().all(u8::is_ascii_whitespace));
+        for (index, line) in lines.enumerate() {
+            let raw =
+                serde_json::from_slice::<wire::BatchEvent<&serde_json::value::RawValue>>(line)
+                    .map_err(|e| format!("not a batch event: {e}"))
+                    .and_then(|e| {
+                        check_event_id(&e.event_id)?;
+                        Ok(RawEvent {
+                            harness: parse_harness(&e.harness)?,
+                            event_id: e.event_id,
+                            received_at: e.received_at,
+                            payload: e.payload.get().as_bytes().to_vec(),
+                        })
+                    });
+            let result = raw.and_then(|raw| {
+                prep_app.ingest.prepare(&raw).map_err(|e| {
+                    crate::stats::Stats::add(&prep_app.stats.rejected, 1);
+                    e.to_string()
+                })
+            });
+            match result {
+                Ok(Some(p)) => prepared.push(p),
+                Ok(None) => reply.ignored += 1,
+                Err(message) => reply.rejected.push(wire::BatchRejected { index, message }),
+            }
+        }
+        (prepared, reply)
+    })
+    .await
+    .map_err(|e| {
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            code::INTERNAL,
+            e.to_string(),
+        )
+    })?;
+    let mut pending = Vec::with_capacity(prepared.len());
+    for p in prepared {
+        pending.push(app.writer.enqueue_with_session(p).await?);
+    }
+    let mut failed = None;
+    for (session, rx) in pending {
+        match rx.await.map_err(|_| WriteError::Closed).and_then(|r| r) {
+            Ok(a) => match a.outcome {
+                RecordOutcome::Stored => reply.stored += 1,
+                RecordOutcome::Ignored => reply.ignored += 1,
+                RecordOutcome::Duplicate | RecordOutcome::Deduplicated => reply.duplicates += 1,
+            },
+            Err(e) => {
+                // Not committed: the transcript offset read for it must be read again.
+                app.ingest.tailer.forget(&session);
+                failed.get_or_insert(e);
+            }
+        }
+    }
+    match failed {
+        Some(e) => Err(e.into()),
+        None => Ok(Json(reply)),
+    }
 }
 
 async fn record(

@@ -101,6 +101,9 @@ pub struct SearchRequest {
     /// Include prompts (user intents and agent reasoning) in the results (default true).
     #[serde(default)]
     pub include_prompts: Option<bool>,
+    /// `json` (default): the structured result; `text`: one compact line per item.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub format: Option<String>,
     /// The client's working directory, for the default project.
     #[serde(default)]
     pub cwd: Option<String>,
@@ -133,6 +136,9 @@ pub struct GetRequest {
     /// Observation ids, at most 50. Order is kept; missing ids are left out.
     #[serde(default, alias = "observation_ids")]
     pub ids: Vec<i64>,
+    /// `json` (default): the structured result; `text`: one compact line per item.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub format: Option<String>,
 }
 
 /// A whole observation.
@@ -176,6 +182,9 @@ pub struct TimelineRequest {
         skip_serializing_if = "Option::is_none"
     )]
     pub project: Option<Option<String>>,
+    /// `json` (default): the structured result; `text`: one compact line per item.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub format: Option<String>,
     #[serde(default)]
     pub cwd: Option<String>,
 }
@@ -200,6 +209,9 @@ pub struct RecentRequest {
     /// Observations to return: default 30, at most 100.
     #[serde(default)]
     pub limit: Option<i64>,
+    /// `json` (default): the structured result; `text`: one compact line per item.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub format: Option<String>,
     #[serde(default)]
     pub cwd: Option<String>,
 }

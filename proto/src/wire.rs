@@ -6,6 +6,7 @@
 //! | method and path | body | reply |
 //! |---|---|---|
 //! | `POST /v1/events` | the raw hook payload; headers [`H_EVENT_ID`], [`H_RECEIVED_AT`], [`H_HARNESS`] | [`RecordReply`], sent after the commit |
+//! | `POST /v1/events/batch` | [`BatchEvent`] lines (JSON lines, one event each, in order) | [`BatchReply`], sent after every commit |
 //! | `GET /v1/health` | | [`Health`] |
 //! | `GET /v1/status` | | [`Status`] |
 //! | `POST /v1/search` | [`crate::query::SearchRequest`] | `[SearchHit]` |
@@ -17,6 +18,7 @@
 use serde::{Deserialize, Serialize};
 
 pub const PATH_EVENTS: &str = "/v1/events";
+pub const PATH_EVENTS_BATCH: &str = "/v1/events/batch";
 pub const PATH_HEALTH: &str = "/v1/health";
 pub const PATH_STATUS: &str = "/v1/status";
 pub const PATH_SEARCH: &str = "/v1/search";
@@ -66,6 +68,35 @@ pub struct RecordReply {
     /// What the shim prints on stdout for the harness (the SessionStart digest, …).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<String>,
+}
+
+/// One line of a `POST /v1/events/batch` body: what [`PATH_EVENTS`] takes in its headers and body,
+/// as one JSON object. Used by `nmem import`, which sends thousands of events at a time.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BatchEvent<P> {
+    pub event_id: String,
+    /// Unix milliseconds; becomes the observation's time.
+    pub received_at: i64,
+    pub harness: String,
+    /// The hook payload, as the harness would have sent it.
+    pub payload: P,
+}
+
+/// What happened to a batch, counted by outcome; `rejected` lists the lines nmem could not use
+/// (their 0-based index and why), the others were stored or skipped as usual.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct BatchReply {
+    pub stored: u64,
+    pub duplicates: u64,
+    pub ignored: u64,
+    #[serde(default)]
+    pub rejected: Vec<BatchRejected>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BatchRejected {
+    pub index: usize,
+    pub message: String,
 }
 
 /// `POST /v1/pin`: pin (or unpin) an observation; pinned rows are never swept and show in the digest.

@@ -64,6 +64,7 @@ pub fn search(
     json: bool,
 ) -> ExitCode {
     let req = SearchRequest {
+        format: None,
         query: query.join(" "),
         project,
         obs_type: (!types.is_empty()).then_some(OneOrMany::Many(types)),
@@ -103,7 +104,7 @@ pub fn search(
 
 pub fn get(ids: Vec<i64>, json: bool) -> ExitCode {
     finish(
-        post::<_, Vec<Observation>>(wire::PATH_OBSERVATIONS, &GetRequest { ids }),
+        post::<_, Vec<Observation>>(wire::PATH_OBSERVATIONS, &GetRequest { ids, format: None }),
         json,
         |obs| {
             for o in obs {
@@ -122,6 +123,7 @@ pub fn timeline(
     json: bool,
 ) -> ExitCode {
     let req = TimelineRequest {
+        format: None,
         anchor,
         query,
         before,
@@ -142,6 +144,7 @@ pub fn timeline(
 
 pub fn recent(project: Option<Option<String>>, limit: Option<i64>, json: bool) -> ExitCode {
     let req = RecentRequest {
+        format: None,
         project,
         limit,
         cwd: cwd(),

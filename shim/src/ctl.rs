@@ -55,6 +55,19 @@ pub fn status(json: bool) -> ExitCode {
             ));
         }
     }
+    if let Some(dir) = paths.db.parent() {
+        if let Some((free, total)) = disk_space(dir) {
+            // Less than 64 MiB, or than 2% of a small file system, is too little to write into.
+            if free < (64 << 20).min(total / 50) {
+                s.degraded.push(format!(
+                    "the disk holding {} is full ({} free of {}): free some space; meanwhile hooks spool what they cannot store",
+                    dir.display(),
+                    bytes(free),
+                    bytes(total)
+                ));
+            }
+        }
+    }
     if s.spool_backlog > 0 && s.running {
         let age = s.spool_oldest_age_s.unwrap_or(0);
         if age > 300 {
@@ -79,6 +92,18 @@ pub fn status(json: bool) -> ExitCode {
     } else {
         ExitCode::SUCCESS
     }
+}
+
+/// Free and total bytes of the file system holding `dir` (for an unprivileged writer).
+fn disk_space(dir: &std::path::Path) -> Option<(u64, u64)> {
+    let c = std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(dir.as_os_str())).ok()?;
+    // SAFETY: statvfs(3) fills the struct for a NUL-terminated path.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        return None;
+    }
+    let unit = st.f_frsize as u64;
+    Some((st.f_bavail as u64 * unit, st.f_blocks as u64 * unit))
 }
 
 /// Why the daemon may not be running: its database folder, and the last error it logged.
@@ -240,7 +265,8 @@ fn fail(msg: impl std::fmt::Display) -> ExitCode {
     ExitCode::from(1)
 }
 
-/// `nmemctl maintain`: WAL checkpoint, incremental vacuum, FTS integrity check and optimize.
+/// `nmemctl maintain`: retention sweep, WAL checkpoint, incremental vacuum, FTS integrity check
+/// and optimize.
 pub fn maintain() -> ExitCode {
     match ctl_post(
         wire::PATH_MAINTAIN,
@@ -248,6 +274,12 @@ pub fn maintain() -> ExitCode {
         Duration::from_secs(600),
     ) {
         Ok(r) => {
+            match (r["swept_observations"].as_u64(), r["swept_prompts"].as_u64()) {
+                (Some(o), Some(p)) => println!(
+                    "retention sweep: {o} observations and {p} prompts past their age removed (pinned kept)"
+                ),
+                _ => println!("retention sweep: off ([retention] sweep = false)"),
+            }
             println!(
                 "full-text index: {} (caught up {} rows)",
                 r["fts_integrity"].as_str().unwrap_or(""),

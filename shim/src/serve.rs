@@ -13,8 +13,12 @@ use rmcp::model::{
     CallToolResult, ContentBlock as Content, ErrorData, Implementation, ServerCapabilities,
     ServerConfig,
 };
+use rmcp::service::{NotificationContext, Peer, RequestContext, RoleServer};
 use rmcp::{tool, tool_handler, tool_router, ServerHandler, ServiceExt};
 use serde::Serialize;
+use serde_json::Value;
+use std::sync::Arc;
+use std::time::Duration;
 
 const INSTRUCTIONS: &str = "nmem is the memory of past coding sessions: files read and edited, \
 commands and their errors, searches, prompts and decisions, across projects. Work from narrow to \
@@ -22,12 +26,68 @@ wide: `search` first (short previews, ranked; prompts come back whole), then `ti
 promising id to see what happened before and after it in that session, then `get_observations` \
 for the full records you need. `recent_context` shows the latest work of a project; \
 `save_memory` keeps a decision or fact for later sessions. `project` defaults to the current \
-project; pass null to search every project.";
+project (the client's first root, else the server's folder); pass null to search every project. \
+`format: \"text\"` gives one compact line per item instead of JSON.";
 
 #[derive(Clone)]
 pub struct Nmem {
     cwd: Option<String>,
+    /// The client's first file root, once asked (`None` inside: it offers none); reset when the
+    /// client says its roots changed.
+    roots: Arc<tokio::sync::Mutex<Option<Option<String>>>>,
     tool_router: ToolRouter<Self>,
+}
+
+/// The path of a `file://` URI (percent-decoded), if it is one.
+fn file_uri_path(uri: &str) -> Option<String> {
+    let rest = uri.strip_prefix("file://")?;
+    // file:///home/x or file://localhost/home/x
+    let path = match rest.find('/') {
+        Some(0) => rest,
+        Some(i) if &rest[..i] == "localhost" => &rest[i..],
+        _ => return None,
+    };
+    let bytes = path.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' && i + 2 < bytes.len() {
+            let hex = |c: u8| (c as char).to_digit(16);
+            if let (Some(h), Some(l)) = (hex(bytes[i + 1]), hex(bytes[i + 2])) {
+                out.push((h * 16 + l) as u8);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8(out).ok()
+}
+
+impl Nmem {
+    /// The folder `project` defaults to: the client's first file root when it offers roots,
+    /// else the server's working directory. (Roots are deprecated by SEP-2577, but the clients
+    /// in use still send them, and they name the project the user has open.)
+    #[allow(deprecated)]
+    async fn cwd(&self, peer: &Peer<RoleServer>) -> Option<String> {
+        let mut cached = self.roots.lock().await;
+        if cached.is_none() {
+            let offers = peer
+                .peer_info()
+                .is_some_and(|i| i.capabilities.roots.is_some());
+            let root = if offers {
+                match tokio::time::timeout(Duration::from_secs(2), peer.list_roots()).await {
+                    Ok(Ok(r)) => r.roots.iter().find_map(|r| file_uri_path(&r.uri)),
+                    _ => None,
+                }
+            } else {
+                None
+            };
+            *cached = Some(root);
+        }
+        cached.clone().flatten().or_else(|| self.cwd.clone())
+    }
 }
 
 #[tool_router]
@@ -37,6 +97,7 @@ impl Nmem {
             cwd: std::env::current_dir()
                 .ok()
                 .map(|p| p.to_string_lossy().into_owned()),
+            roots: Default::default(),
             tool_router: Self::tool_router(),
         }
     }
@@ -51,9 +112,13 @@ impl Nmem {
     async fn search(
         &self,
         Parameters(mut req): Parameters<SearchRequest>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
-        req.cwd = req.cwd.or_else(|| self.cwd.clone());
-        call(wire::PATH_SEARCH, req).await
+        if req.cwd.is_none() {
+            req.cwd = self.cwd(&ctx.peer).await;
+        }
+        let format = req.format.take();
+        call(wire::PATH_SEARCH, req, format).await
     }
 
     #[tool(
@@ -62,9 +127,10 @@ impl Nmem {
     )]
     async fn get_observations(
         &self,
-        Parameters(req): Parameters<GetRequest>,
+        Parameters(mut req): Parameters<GetRequest>,
     ) -> Result<CallToolResult, ErrorData> {
-        call(wire::PATH_OBSERVATIONS, req).await
+        let format = req.format.take();
+        call(wire::PATH_OBSERVATIONS, req, format).await
     }
 
     #[tool(
@@ -74,9 +140,13 @@ impl Nmem {
     async fn timeline(
         &self,
         Parameters(mut req): Parameters<TimelineRequest>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
-        req.cwd = req.cwd.or_else(|| self.cwd.clone());
-        call(wire::PATH_TIMELINE, req).await
+        if req.cwd.is_none() {
+            req.cwd = self.cwd(&ctx.peer).await;
+        }
+        let format = req.format.take();
+        call(wire::PATH_TIMELINE, req, format).await
     }
 
     #[tool(
@@ -86,9 +156,13 @@ impl Nmem {
     async fn recent_context(
         &self,
         Parameters(mut req): Parameters<RecentRequest>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
-        req.cwd = req.cwd.or_else(|| self.cwd.clone());
-        call(wire::PATH_RECENT, req).await
+        if req.cwd.is_none() {
+            req.cwd = self.cwd(&ctx.peer).await;
+        }
+        let format = req.format.take();
+        call(wire::PATH_RECENT, req, format).await
     }
 
     #[tool(
@@ -98,9 +172,12 @@ impl Nmem {
     async fn save_memory(
         &self,
         Parameters(mut req): Parameters<SaveRequest>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
-        req.cwd = req.cwd.or_else(|| self.cwd.clone());
-        call(wire::PATH_MEMORIES, req).await
+        if req.cwd.is_none() {
+            req.cwd = self.cwd(&ctx.peer).await;
+        }
+        call(wire::PATH_MEMORIES, req, None).await
     }
 }
 
@@ -118,17 +195,32 @@ impl ServerHandler for Nmem {
         info.instructions = Some(INSTRUCTIONS.into());
         info
     }
+
+    async fn on_roots_list_changed(&self, _context: NotificationContext<RoleServer>) {
+        *self.roots.lock().await = None;
+    }
 }
 
 /// One daemon call, off the async threads; every failure becomes a tool error.
 async fn call<B: Serialize + Send + 'static>(
     path: &'static str,
     body: B,
+    format: Option<String>,
 ) -> Result<CallToolResult, ErrorData> {
-    let res = tokio::task::spawn_blocking(move || post::<B, serde_json::Value>(path, &body))
+    let text = match format.as_deref().map(str::to_ascii_lowercase).as_deref() {
+        None | Some("json") => false,
+        Some("text" | "markdown" | "md" | "compact") => true,
+        Some(other) => {
+            return Ok(CallToolResult::error(vec![Content::text(format!(
+            "format must be \"json\" (structured) or \"text\" (one line per item), not {other:?}"
+        ))]))
+        }
+    };
+    let res = tokio::task::spawn_blocking(move || post::<B, Value>(path, &body))
         .await
         .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
     Ok(match res {
+        Ok(v) if text => CallToolResult::success(vec![Content::text(render_text(&v))]),
         Ok(v) => CallToolResult::success(vec![Content::text(
             serde_json::to_string_pretty(&v).unwrap_or_default(),
         )]),
@@ -141,6 +233,53 @@ async fn call<B: Serialize + Send + 'static>(
     })
 }
 
+/// One line per search hit or observation: `#id date type [project] text`; a timeline as its
+/// three parts, the anchor marked.
+fn render_text(v: &Value) -> String {
+    fn line(o: &Value, mark: &str) -> String {
+        let when = o["timestamp"]
+            .as_i64()
+            .map(crate::cli::when)
+            .unwrap_or_default();
+        let kind = o["obs_type"].as_str().or(o["kind"].as_str()).unwrap_or("?");
+        let text = o["content_preview"]
+            .as_str()
+            .or(o["content"].as_str())
+            .unwrap_or("");
+        let text: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        let prefix = if o["kind"] == "prompt" {
+            "prompt "
+        } else {
+            "#"
+        };
+        format!(
+            "{mark}{prefix}{} {when} {kind} [{}] {text}",
+            o["id"],
+            o["project"].as_str().unwrap_or("")
+        )
+    }
+    match v {
+        Value::Array(items) if items.is_empty() => "no results".to_string(),
+        Value::Array(items) => items
+            .iter()
+            .map(|o| line(o, ""))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        Value::Object(o) if o.contains_key("anchor") => {
+            let mut out: Vec<String> = Vec::new();
+            for b in o["before"].as_array().into_iter().flatten() {
+                out.push(line(b, "  "));
+            }
+            out.push(line(&o["anchor"], "> "));
+            for a in o["after"].as_array().into_iter().flatten() {
+                out.push(line(a, "  "));
+            }
+            out.join("\n")
+        }
+        other => serde_json::to_string_pretty(other).unwrap_or_default(),
+    }
+}
+
 /// Run the server on stdin/stdout until the client goes away.
 pub fn run() -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -151,4 +290,39 @@ pub fn run() -> anyhow::Result<()> {
         service.waiting().await?;
         anyhow::Ok(())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn file_uris() {
+        use super::file_uri_path as f;
+        assert_eq!(
+            f("file:///home/dev/my%20app").as_deref(),
+            Some("/home/dev/my app")
+        );
+        assert_eq!(f("file://localhost/srv/x").as_deref(), Some("/srv/x"));
+        assert_eq!(f("file:///a/%zz%").as_deref(), Some("/a/%zz%"));
+        assert_eq!(f("https://example.com/x"), None);
+        assert_eq!(f("file://otherhost/x"), None);
+    }
+
+    #[test]
+    fn text_lines() {
+        let hits = serde_json::json!([
+            {"kind": "observation", "id": 7, "timestamp": 0, "obs_type": "file_edit", "project": "a", "content_preview": "src/x.rs\n  edit"},
+            {"kind": "prompt", "id": 3, "timestamp": 0, "project": "a", "content_preview": "why?"}
+        ]);
+        let t = super::render_text(&hits);
+        let lines: Vec<&str> = t.lines().collect();
+        assert!(
+            lines[0].starts_with("#7 ") && lines[0].ends_with("file_edit [a] src/x.rs edit"),
+            "{t}"
+        );
+        assert!(
+            lines[1].starts_with("prompt 3 ") && lines[1].ends_with("prompt [a] why?"),
+            "{t}"
+        );
+        assert_eq!(super::render_text(&serde_json::json!([])), "no results");
+    }
 }

@@ -18,7 +18,7 @@ import time
 import traceback
 from pathlib import Path
 
-from mcp import ClientSession, StdioServerParameters
+from mcp import ClientSession, StdioServerParameters, types
 from mcp.client.stdio import stdio_client
 
 BIN = Path(os.environ["NMEM_BIN_DIR"])  # set by scripts/env.sh
@@ -159,12 +159,37 @@ async def with_daemon(home):
             r = await s.call_tool("save_memory", {"text": "  "})
             check("empty memory is a tool error", is_error(r), text(r))
 
+            # format: "text" is one compact line per item; other formats are tool errors.
+            r = await s.call_tool("search", {"query": "invoices", "format": "text"})
+            lines = text(r).splitlines()
+            check("format text: a line per hit", not is_error(r) and len(lines) >= 2 and all(l.startswith(("#", "prompt ")) and "[acme-api]" in l for l in lines), text(r))
+            r = await s.call_tool("timeline", {"anchor": edit, "format": "text"})
+            check("format text: the timeline marks its anchor", not is_error(r) and f"> #{edit} " in text(r), text(r))
+            r = await s.call_tool("search", {"query": "invoices", "format": "xml"})
+            check("unknown format is a tool error", is_error(r) and "format must be" in text(r), text(r))
+
             # Unknown tools are protocol errors.
             try:
                 await s.call_tool("no_such_tool", {})
                 check("unknown tool raises", False, "no error")
             except Exception:
                 check("unknown tool raises", True)
+
+
+async def with_roots(home):
+    root = home.dir / "roots-app"
+    root.mkdir()
+
+    async def roots(context):
+        return types.ListRootsResult(roots=[types.Root(uri=root.as_uri(), name="app")])
+
+    async with stdio_client(home.server()) as (read, write):
+        async with ClientSession(read, write, list_roots_callback=roots) as s:
+            await s.initialize()
+            r = await s.call_tool("save_memory", {"text": "The client's roots name the project"})
+            check("project defaults to the client's first root", not is_error(r) and payload(r)["project"] == "roots-app", text(r))
+            r = await s.call_tool("search", {"query": "roots name the project"})
+            check("search defaults to the root's project too", len(payload(r)) == 1, text(r))
 
 
 async def without_daemon(home):
@@ -189,6 +214,7 @@ def main():
                  "tool_name": "Bash", "tool_input": {"command": "echo hi"}, "tool_response": {"stdout": "hi"}}
         subprocess.run([BIN / "nmem", "record"], input=json.dumps(other).encode(), env=home.env, check=True)
         asyncio.run(with_daemon(home))
+        asyncio.run(with_roots(home))
         home.stop()
         asyncio.run(without_daemon(home))
     except Exception:

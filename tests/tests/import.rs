@@ -118,3 +118,278 @@ fn broken_lines_are_counted_and_secrets_redacted() {
         1
     );
 }
+
+fn import_with(home: &Home, args: &[&str]) -> String {
+    let out = home
+        .cmd("nmem")
+        .arg("import")
+        .args(args)
+        .env("HOME", &home.dir)
+        .env_remove("CODEX_HOME")
+        .env_remove("CLAUDE_CONFIG_DIR")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Codex rollouts of two generations: the newer (event messages, exec_command, "Exit code:"
+/// text, turn ids) and the older (response items only, `shell` with an argv, JSON outputs).
+const ROLLOUT_NEW: &str = r#"{"timestamp":"2026-08-20T09:14:03.100Z","type":"session_meta","payload":{"id":"019a4c2e-7b3d-7f10-9c2e-5d8a1b6f3e90","cwd":"/home/dev/projects/acme-api","cli_version":"0.98.0","instructions":null}}
+{"timestamp":"2026-08-20T09:14:05.000Z","type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":"<environment_context>\n  <cwd>/home/dev/projects/acme-api</cwd>\n</environment_context>"}]}}
+{"timestamp":"2026-08-20T09:14:06.000Z","type":"turn_context","payload":{"turn_id":"019a4c2f-0c41-7a22-b3e8-91d04f6c2a17","cwd":"/home/dev/projects/acme-api","model":"gpt-5.5-codex"}}
+{"timestamp":"2026-08-20T09:14:06.100Z","type":"event_msg","payload":{"type":"user_message","message":"fix the duplicate invoice on page two of cursor pagination","images":[],"turn_id":"019a4c2f-0c41-7a22-b3e8-91d04f6c2a17"}}
+{"timestamp":"2026-08-20T09:14:06.100Z","type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":"fix the duplicate invoice on page two of cursor pagination"}]}}
+{"timestamp":"2026-08-20T09:14:07.000Z","type":"response_item","payload":{"type":"reasoning","summary":[{"type":"summary_text","text":"**Looking at the cursor**"}],"encrypted_content":"gAAAA"}}
+{"timestamp":"2026-08-20T09:14:08.000Z","type":"response_item","payload":{"type":"function_call","name":"exec_command","arguments":"{\"cmd\":\"npm test -- invoices\",\"workdir\":\"/home/dev/projects/acme-api\"}","call_id":"call_Tst1"}}
+{"timestamp":"2026-08-20T09:14:12.000Z","type":"event_msg","payload":{"type":"exec_command_end","call_id":"call_Tst1","stdout":"","stderr":"","aggregated_output":"FAIL src/routes/invoices.test.ts > pages\nExpected 20 rows, got 21\n","exit_code":1,"duration":{"secs":4,"nanos":0}}}
+{"timestamp":"2026-08-20T09:14:12.000Z","type":"response_item","payload":{"type":"function_call_output","call_id":"call_Tst1","output":"Exit code: 1\nWall time: 4.0 seconds\nOutput:\nFAIL src/routes/invoices.test.ts > pages\n"}}
+{"timestamp":"2026-08-20T09:14:20.000Z","type":"response_item","payload":{"type":"custom_tool_call","status":"completed","call_id":"call_Ap7mZ2xC4vB6nQ8wE1rT3yUi","name":"apply_patch","input":"*** Begin Patch\n*** Update File: src/routes/invoices.ts\n@@\n-    skip: 0\n+    skip: 1\n*** End Patch\n"}}
+{"timestamp":"2026-08-20T09:14:20.500Z","type":"response_item","payload":{"type":"custom_tool_call_output","call_id":"call_Ap7mZ2xC4vB6nQ8wE1rT3yUi","output":"{\"output\":\"Success. Updated the following files:\\nM src/routes/invoices.ts\\n\",\"metadata\":{\"exit_code\":0,\"duration_seconds\":0.0}}"}}
+{"timestamp":"2026-08-20T09:14:30.000Z","type":"event_msg","payload":{"type":"agent_message","message":"Cursor pagination skipped 0 rows after the cursor; it now skips the cursor row itself."}}
+{"timestamp":"2026-08-20T09:14:30.100Z","type":"event_msg","payload":{"type":"token_count","info":null}}
+{"timestamp":"2026-08-20T09:14:30.200Z","type":"event_msg","payload":{"type":"task_complete","turn_id":"019a4c2f-0c41-7a22-b3e8-91d04f6c2a17","last_agent_message":"Cursor pagination skipped 0 rows after the cursor; it now skips the cursor row itself."}}
+{"timestamp":"2026-08-20T09:15:00.000Z","type":"some_future_kind","payload":{"x":1}}
+this line is not json
+{"timestamp":"2026-08-20T09:15:01.000Z","type":"event_msg","payload":{"type":"user_mes"#;
+
+const ROLLOUT_OLD: &str = r#"{"timestamp":"2025-06-02T10:00:00.000Z","type":"session_meta","payload":{"id":"5f0c7e0e-1111-4aaa-9bbb-222233334444","cwd":"/home/dev/projects/billing","cli_version":"0.20.0"}}
+{"timestamp":"2025-06-02T10:00:01.000Z","type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":"<user_instructions>be brief</user_instructions>"}]}}
+{"timestamp":"2025-06-02T10:00:02.000Z","type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":"why do refunds double-post?"}]}}
+{"timestamp":"2025-06-02T10:00:03.000Z","type":"response_item","payload":{"type":"function_call","name":"shell","arguments":"{\"command\":[\"bash\",\"-lc\",\"rg -n refund src\"],\"workdir\":\"/home/dev/projects/billing\"}","call_id":"call_Old1"}}
+{"timestamp":"2025-06-02T10:00:04.000Z","type":"response_item","payload":{"type":"function_call_output","call_id":"call_Old1","output":"{\"output\":\"src/refunds.ts:12: await postRefund(r)\\n\",\"metadata\":{\"exit_code\":0,\"duration_seconds\":0.1}}"}}
+{"timestamp":"2025-06-02T10:00:05.000Z","type":"response_item","payload":{"type":"message","role":"assistant","content":[{"type":"output_text","text":"postRefund is called twice on retry."}]}}
+"#;
+
+#[test]
+fn codex_rollouts_of_two_generations_import_once_and_match_live_capture() {
+    let home = Home::new("import-codex");
+    let _d = home.start();
+    let day = home.dir.join(".codex/sessions/2026/08/20");
+    std::fs::create_dir_all(&day).unwrap();
+    std::fs::write(
+        day.join("rollout-2026-08-20T09-14-03-019a4c2e.jsonl"),
+        ROLLOUT_NEW,
+    )
+    .unwrap();
+    let old = home.dir.join(".codex/sessions/2025/06/02");
+    std::fs::create_dir_all(&old).unwrap();
+    std::fs::write(
+        old.join("rollout-2025-06-02T10-00-00-5f0c7e0e.jsonl"),
+        ROLLOUT_OLD,
+    )
+    .unwrap();
+    // The apply_patch call was captured live before the import (same call id).
+    let live = fixture("hooks/codex/post_tool_use.apply_patch.json");
+    assert!(home.record("codex", &live).status.success());
+    assert_eq!(home.count("SELECT COUNT(*) FROM observations"), 1);
+
+    let out = import_with(&home, &["--harness", "codex"]);
+    assert!(out.contains("imported 2 files"), "{out}");
+    // The corrupt line, the unknown kind and the half-written last line.
+    assert!(out.contains("(3 skipped)"), "{out}");
+    let q = |sql: &str| home.count(sql);
+    // Scaffolding is not a prompt; the newer file's prompt is not taken twice.
+    assert_eq!(q("SELECT COUNT(*) FROM prompts WHERE source = 'user'"), 2);
+    assert_eq!(
+        q("SELECT COUNT(*) FROM prompts WHERE prompt_uid = '019a4c2f-0c41-7a22-b3e8-91d04f6c2a17'"),
+        1
+    );
+    assert_eq!(
+        q("SELECT COUNT(*) FROM observations WHERE obs_type = 'command_error' AND content LIKE '%npm test -- invoices%'"),
+        1
+    );
+    assert_eq!(
+        q("SELECT COUNT(*) FROM observations WHERE obs_type = 'file_edit' AND content LIKE '%invoices.ts%'"),
+        1,
+        "the live apply_patch and the imported one are one row"
+    );
+    assert_eq!(
+        q("SELECT COUNT(*) FROM observations WHERE obs_type IN ('command', 'search') AND content LIKE '%rg -n refund src%'"),
+        1
+    );
+    assert_eq!(
+        q("SELECT COUNT(*) FROM observations WHERE obs_type = 'turn_end' AND content LIKE '%skips the cursor row%'"),
+        1
+    );
+    // Original times, each session in its own project; the older file's last answer ends its turn.
+    assert_eq!(
+        q("SELECT COUNT(*) FROM observations o JOIN sessions s ON s.id = o.session_id WHERE s.project = 'billing' AND o.timestamp < 1750000000000"),
+        2
+    );
+    assert_eq!(
+        q("SELECT COUNT(*) FROM observations WHERE obs_type = 'turn_end' AND content LIKE '%called twice on retry%'"),
+        1
+    );
+    let total = q("SELECT (SELECT COUNT(*) FROM observations) + (SELECT COUNT(*) FROM prompts)");
+    let again = import_with(&home, &["--harness", "codex"]);
+    assert!(again.contains(" 0 stored"), "{again}");
+    assert_eq!(
+        q("SELECT (SELECT COUNT(*) FROM observations) + (SELECT COUNT(*) FROM prompts)"),
+        total
+    );
+}
+
+fn sha256_hex(s: &str) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(s.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+#[test]
+fn gemini_chats_json_and_jsonl_import_with_their_folders() {
+    let home = Home::new("import-gemini");
+    let _d = home.start();
+    let root = "/home/dev/projects/acme-api";
+    let hash = sha256_hex(root);
+    let tmp = home.dir.join(".gemini/tmp");
+    // The older layout: the hash names the folder; the root is known from trustedFolders.json.
+    let chats = tmp.join(&hash).join("chats");
+    std::fs::create_dir_all(&chats).unwrap();
+    std::fs::write(
+        home.dir.join(".gemini/trustedFolders.json"),
+        format!(r#"{{"{root}": "TRUST_FOLDER"}}"#),
+    )
+    .unwrap();
+    let chat = serde_json::json!({
+        "sessionId": "3e9f1c7a-5d2b-4f8e-a6c1-9b0d7e2f4a18",
+        "projectHash": hash,
+        "startTime": "2026-08-20T09:00:00.000Z",
+        "lastUpdated": "2026-08-20T09:05:00.000Z",
+        "messages": [
+            {"id": "m1", "timestamp": "2026-08-20T09:00:01.000Z", "type": "user", "content": "run the invoice tests"},
+            {"id": "m2", "timestamp": "2026-08-20T09:00:05.000Z", "type": "gemini", "content": "",
+             "toolCalls": [{"id": "run_shell_command-1", "name": "run_shell_command",
+               "args": {"command": "npm test -- invoices"}, "status": "success",
+               "timestamp": "2026-08-20T09:00:04.000Z",
+               "result": [{"functionResponse": {"id": "run_shell_command-1", "name": "run_shell_command",
+                 "response": {"output": "Command: npm test -- invoices\nDirectory: (root)\nOutput: FAIL pages\nExit Code: 1"}}}]},
+               {"id": "read_file-2", "name": "read_file", "args": {"absolute_path": "/home/dev/projects/acme-api/src/routes/invoices.ts"},
+                "status": "success", "timestamp": "2026-08-20T09:00:05.000Z",
+                "result": [{"functionResponse": {"id": "read_file-2", "name": "read_file", "response": {"output": "export const x = 1;\n"}}}]}]},
+            {"id": "m3", "timestamp": "2026-08-20T09:00:09.000Z", "type": "gemini", "content": "The pages test fails: one row too many after the cursor."},
+            {"id": "m4", "timestamp": "2026-08-20T09:00:10.000Z", "type": "info", "content": "Request cancelled."},
+            {"id": "m5", "timestamp": "2026-08-20T09:01:00.000Z", "type": "user", "content": "/stats"}
+        ]
+    });
+    std::fs::write(
+        chats.join("session-2026-08-20T09-00-3e9f1c7a.json"),
+        serde_json::to_string_pretty(&chat).unwrap(),
+    )
+    .unwrap();
+    // The newer layout: a project folder with .project_root, a JSON-lines chat with updates
+    // and a rewind (the rewound prompt and answer are gone).
+    let proj = tmp.join("billing");
+    std::fs::create_dir_all(proj.join("chats")).unwrap();
+    std::fs::write(proj.join(".project_root"), "/home/dev/projects/billing\n").unwrap();
+    let lines = [
+        r#"{"sessionId":"9d1e2f3a-0000-4000-8000-000000000001","projectHash":"ignored","startTime":"2026-09-01T08:00:00.000Z"}"#,
+        r#"{"id":"u1","timestamp":"2026-09-01T08:00:01.000Z","type":"user","content":[{"text":"why do refunds double-post?"}]}"#,
+        r#"{"id":"g1","timestamp":"2026-09-01T08:00:05.000Z","type":"gemini","content":"Looking.","toolCalls":[{"id":"grep-1","name":"search_file_content","args":{"pattern":"postRefund"},"status":"success","result":[{"functionResponse":{"id":"grep-1","name":"search_file_content","response":{"output":"src/refunds.ts:12: await postRefund(r)"}}}]}]}"#,
+        r#"{"id":"g1","timestamp":"2026-09-01T08:00:06.000Z","type":"gemini","content":"postRefund runs twice when the webhook retries.","toolCalls":[{"id":"grep-1","name":"search_file_content","args":{"pattern":"postRefund"},"status":"success","result":[{"functionResponse":{"id":"grep-1","name":"search_file_content","response":{"output":"src/refunds.ts:12: await postRefund(r)"}}}]}]}"#,
+        r#"{"id":"u2","timestamp":"2026-09-01T08:01:00.000Z","type":"user","content":"delete the refunds table"}"#,
+        r#"{"id":"g2","timestamp":"2026-09-01T08:01:02.000Z","type":"gemini","content":"Dropping it."}"#,
+        r#"{"$rewindTo":"u2"}"#,
+        r#"{"$set":{"lastUpdated":"2026-09-01T08:02:00.000Z"}}"#,
+        r#"{"id":"u3","timestamp":"2026-09-01T08"#,
+    ];
+    std::fs::write(
+        proj.join("chats/session-2026-09-01T08-00-9d1e2f3a.jsonl"),
+        lines.join("\n"),
+    )
+    .unwrap();
+    // A chat whose folder nmem cannot find: skipped and counted.
+    let lost = tmp.join(sha256_hex("/nowhere/known")).join("chats");
+    std::fs::create_dir_all(&lost).unwrap();
+    std::fs::write(
+        lost.join("session-x.json"),
+        serde_json::json!({"sessionId": "lost", "projectHash": sha256_hex("/nowhere/known"),
+            "messages": [{"id": "a", "type": "user", "content": "hi", "timestamp": "2026-08-01T00:00:00Z"}]})
+        .to_string(),
+    )
+    .unwrap();
+
+    let out = import_with(&home, &["--harness", "gemini"]);
+    assert!(out.contains("imported 3 files"), "{out}");
+    assert!(out.contains("(2 skipped)"), "{out}");
+    let q = |sql: &str| home.count(sql);
+    assert_eq!(q("SELECT COUNT(*) FROM prompts WHERE source = 'user'"), 2);
+    assert_eq!(
+        q("SELECT COUNT(*) FROM prompts WHERE content LIKE '%delete the refunds%'"),
+        0
+    );
+    assert_eq!(
+        q("SELECT COUNT(*) FROM observations WHERE obs_type = 'command_error' AND content LIKE '%npm test -- invoices%'"),
+        1
+    );
+    assert_eq!(
+        q("SELECT COUNT(*) FROM observations WHERE obs_type = 'file_read' AND content LIKE '%invoices.ts%'"),
+        1
+    );
+    assert_eq!(
+        q("SELECT COUNT(*) FROM observations WHERE obs_type = 'search' AND content LIKE '%postRefund%'"),
+        1
+    );
+    assert_eq!(
+        q("SELECT COUNT(*) FROM observations WHERE obs_type = 'turn_end' AND (content LIKE '%twice when the webhook%' OR content LIKE '%one row too many%')"),
+        2
+    );
+    assert_eq!(
+        q("SELECT COUNT(*) FROM sessions WHERE project IN ('acme-api', 'billing')"),
+        2
+    );
+    let again = import_with(&home, &[]);
+    assert!(again.contains(" 0 stored"), "{again}");
+}
+
+#[test]
+fn a_batch_stores_its_good_events_and_names_the_bad_ones() {
+    let home = Home::new("batch");
+    let _d = home.start();
+    let ok = |id: &str, n: usize| {
+        format!(
+            r#"{{"event_id":"{id}","received_at":1755680400000,"harness":"claude-code","payload":{}}}"#,
+            String::from_utf8(bash_event("batch", n)).unwrap()
+        )
+    };
+    let body = [
+        ok("b-1", 1),
+        r#"{"event_id":"b-2","received_at":1,"harness":"vscode","payload":{}}"#.to_string(),
+        r#"{"event_id":"b-3","received_at":1,"harness":"claude-code","payload":{"cwd":"/x","hook_event_name":"Stop"}}"#.to_string(),
+        "not json".to_string(),
+        ok("b-1", 1), // the same event twice: stored once
+        ok("b-6", 6),
+    ]
+    .join("\n");
+    let r = nmem_proto::client::call(
+        &home.paths.socket,
+        "POST",
+        "/v1/events/batch",
+        &[],
+        body.as_bytes(),
+        std::time::Duration::from_secs(10),
+    )
+    .unwrap();
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let reply: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+    assert_eq!(reply["stored"], 2, "{reply}");
+    assert_eq!(reply["duplicates"], 1, "{reply}");
+    let bad: Vec<u64> = reply["rejected"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["index"].as_u64().unwrap())
+        .collect();
+    assert_eq!(bad, [1, 2, 3], "{reply}");
+    assert!(reply["rejected"][0]["message"]
+        .as_str()
+        .unwrap()
+        .contains("unknown harness"));
+    assert_eq!(home.count("SELECT COUNT(*) FROM observations"), 2);
+    assert_eq!(
+        home.count("SELECT COUNT(*) FROM observations WHERE timestamp = 1755680400000"),
+        2
+    );
+}

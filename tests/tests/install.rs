@@ -364,3 +364,35 @@ fn the_plugin_folder_wires_the_same_hooks_and_server() {
         serde_json::from_str(&std::fs::read_to_string(root.join(".mcp.json")).unwrap()).unwrap();
     assert_eq!(mcp["mcpServers"]["nmem"]["args"], json!(["serve"]));
 }
+
+#[test]
+fn install_offers_the_sessions_on_disk_and_imports_them_with_import() {
+    let home = Home::new("install-import");
+    let _d = home.start();
+    let fake = home.dir.join("home");
+    let projects = fake.join(".claude/projects/-home-dev-projects-acme-api");
+    std::fs::create_dir_all(&projects).unwrap();
+    std::fs::copy(
+        fixtures().join("transcripts/claude-code/sample-session.jsonl"),
+        projects.join("7d3f9a2e-4b1c-4e8a-9f6d-2c5b8e1a0f47.jsonl"),
+    )
+    .unwrap();
+    // Not a terminal: nothing is imported unasked, and the output says how.
+    let out = run(&home, &fake, &["install", "--no-service"]);
+    assert!(
+        out.contains("1 past session files on this machine (1 Claude Code)")
+            && out.contains("run `nmem import`"),
+        "{out}"
+    );
+    assert_eq!(home.count("SELECT COUNT(*) FROM prompts"), 0);
+    // --no-import: not even offered.
+    let out = run(&home, &fake, &["install", "--no-service", "--no-import"]);
+    assert!(!out.contains("past session"), "{out}");
+    // --import: imported right away.
+    let out = run(&home, &fake, &["install", "--no-service", "--import"]);
+    assert!(out.contains("imported 1 files"), "{out}");
+    assert_eq!(
+        home.count("SELECT COUNT(*) FROM prompts WHERE source = 'user'"),
+        3
+    );
+}

@@ -197,6 +197,8 @@ fn read_event(n: usize) -> Vec<u8> {
 #[test]
 fn retention_dry_run_apply_pinned_and_the_file_shrinks() {
     let home = Home::new("retention");
+    // Sweeping by hand only: `maintain` must not sweep what this test looks at.
+    std::fs::write(&home.paths.config, "[retention]\nsweep = false\n").unwrap();
     let _d = home.start();
     for n in 0..3000 {
         record_at(&home, n, 100, &read_event(n)); // file_read: 90 days by default
@@ -257,6 +259,55 @@ fn retention_dry_run_apply_pinned_and_the_file_shrinks() {
 }
 
 #[test]
+fn maintenance_sweeps_by_retention_keeps_pinned_and_drops_emptied_sessions() {
+    let home = Home::new("sweep");
+    let _d = home.start();
+    // An old session of reads only (90 days by default), one of its reads pinned; an old
+    // session of commands (180 days: kept); a recent read.
+    for n in 0..50 {
+        let mut e: serde_json::Value = serde_json::from_slice(&read_event(n)).unwrap();
+        e["session_id"] = serde_json::json!(if n < 25 { "old-reads" } else { "old-reads-2" });
+        record_at(&home, n, 120, e.to_string().as_bytes());
+    }
+    for n in 0..5 {
+        record_at(&home, 100 + n, 120, &bash_event("old-cmds", n));
+    }
+    record_at(&home, 200, 1, &read_event(999));
+    let pinned = home.count("SELECT MIN(id) FROM observations WHERE session_id = 'old-reads'");
+    assert!(ctl(&home, &["pin", &pinned.to_string()]).status.success());
+    let out = ctl(&home, &["maintain"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        text.contains("retention sweep: 49 observations and 0 prompts"),
+        "{text}"
+    );
+    assert_eq!(home.count("SELECT COUNT(*) FROM observations"), 7);
+    assert_eq!(
+        home.count(&format!(
+            "SELECT is_pinned FROM observations WHERE id = {pinned}"
+        )),
+        1
+    );
+    // The session that kept its pinned read stays; the one left empty is gone.
+    assert_eq!(
+        home.count("SELECT COUNT(*) FROM sessions WHERE id IN ('old-reads', 'old-cmds')"),
+        2
+    );
+    assert_eq!(
+        home.count("SELECT COUNT(*) FROM sessions WHERE id = 'old-reads-2'"),
+        0
+    );
+    assert_eq!(
+        home.count("SELECT COUNT(*) FROM audit WHERE action = 'retention' AND observations = 49"),
+        1
+    );
+    // A second run finds nothing more.
+    let again = String::from_utf8(ctl(&home, &["maintain"]).stdout).unwrap();
+    assert!(again.contains("retention sweep: 0 observations"), "{again}");
+}
+
+#[test]
 fn purge_by_search_includes_prompts_and_is_a_dry_run_unless_yes() {
     let home = Home::new("purge");
     let _d = home.start();
@@ -305,6 +356,11 @@ fn purge_by_search_includes_prompts_and_is_a_dry_run_unless_yes() {
     )
     .unwrap();
     assert_eq!(by_project["deleted_observations"], 1);
+    assert_eq!(
+        home.count("SELECT COUNT(*) FROM sessions WHERE project = 'load'"),
+        0,
+        "a purged project leaves no empty sessions behind"
+    );
 }
 
 #[test]
@@ -397,4 +453,98 @@ fn status_names_a_database_the_daemon_cannot_open_and_hooks_keep_exiting_0() {
             || problems.contains("nmemd could not start"),
         "{s}"
     );
+}
+
+/// A small file system for the database, unmounted on drop.
+struct Tmpfs(std::path::PathBuf);
+
+impl Tmpfs {
+    /// `None` where this machine does not let the tests mount one (not root, no CAP_SYS_ADMIN).
+    fn mount(dir: &std::path::Path, size: &str) -> Option<Tmpfs> {
+        std::fs::create_dir_all(dir).unwrap();
+        let ok = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size},mode=0700"), "tmpfs"])
+            .arg(dir)
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        ok.then(|| Tmpfs(dir.to_path_buf()))
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg(&self.0).status();
+    }
+}
+
+#[test]
+fn a_full_disk_is_named_loses_nothing_and_recovers() {
+    let home = Home::new("diskfull");
+    let Some(fs) = Tmpfs::mount(&home.dir.join("small"), "8m") else {
+        eprintln!("skipped: this machine cannot mount a tmpfs for the test");
+        return;
+    };
+    // The database on the small file system; the spool stays on the big one.
+    let db = fs.0.join("nmem.db");
+    std::fs::write(
+        &home.paths.config,
+        "[spool]\ndrain_interval_ms = 50\n",
+    )
+    .unwrap();
+    let d = home
+        .cmd("nmemd")
+        .env("NMEM_DB", &db)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let _guard = KillOnDrop(d);
+    let with_db = |c: &mut std::process::Command| {
+        c.env("NMEM_DB", &db);
+    };
+    wait_until("nmemd answers", std::time::Duration::from_secs(20), || {
+        home.cmd("nmemctl").arg("status").env("NMEM_DB", &db).output().is_ok_and(|o| o.status.code() == Some(0))
+    });
+    assert!(home.record_with("claude-code", &bash_event("full", 0), with_db).status.success());
+    // Fill the file system.
+    let filler = fs.0.join("filler");
+    {
+        use std::io::Write;
+        let mut f = std::fs::File::create(&filler).unwrap();
+        let block = vec![0u8; 64 * 1024];
+        while f.write_all(&block).is_ok() {}
+        let _ = f.sync_all();
+    }
+    for n in 1..=20 {
+        let rec = home.record_with("claude-code", &bash_event("full", n), with_db);
+        assert!(rec.status.success(), "hooks exit 0 on a full disk: {rec:?}");
+    }
+    let st = home
+        .cmd("nmemctl")
+        .args(["status", "--json"])
+        .env("NMEM_DB", &db)
+        .output()
+        .unwrap();
+    assert_eq!(st.status.code(), Some(2), "{st:?}");
+    let s: serde_json::Value = serde_json::from_slice(&st.stdout).unwrap();
+    assert!(s["degraded"].to_string().contains("is full"), "{s}");
+    // Space comes back: everything that waited is stored, once.
+    std::fs::remove_file(&filler).unwrap();
+    let count = || {
+        let c = rusqlite::Connection::open_with_flags(&db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap();
+        c.query_row("SELECT COUNT(*) FROM observations WHERE session_id = 'full'", [], |r| r.get::<_, i64>(0)).unwrap()
+    };
+    wait_until("the spool drains", std::time::Duration::from_secs(30), || count() == 21);
+    let c = rusqlite::Connection::open_with_flags(&db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap();
+    let ok: String = c.query_row("PRAGMA integrity_check", [], |r| r.get(0)).unwrap();
+    assert_eq!(ok, "ok");
+}
+
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
+        let _ = self.0.wait();
+    }
 }

@@ -161,6 +161,12 @@ enum Command {
     Install {
         #[command(flatten)]
         target: TargetArgs,
+        /// Then import the sessions already on disk (`nmem import`), without asking.
+        #[arg(long, conflicts_with = "no_import")]
+        import: bool,
+        /// Do not offer to import the sessions already on disk.
+        #[arg(long)]
+        no_import: bool,
     },
     /// Take nmem's hooks, MCP servers and service out again; the memory is kept.
     Uninstall {
@@ -170,13 +176,14 @@ enum Command {
         #[arg(long)]
         delete_data: bool,
     },
-    /// Back-fill memory from the Claude Code transcripts on disk (~/.claude/projects), or from
-    /// the files and folders given. Importing twice, or a session also captured live, stores it once.
+    /// Back-fill memory from the sessions on disk: Claude Code transcripts (~/.claude/projects),
+    /// Codex rollouts (~/.codex/sessions) and Gemini CLI chats (~/.gemini/tmp), or the files and
+    /// folders given. Importing twice, or a session also captured live, stores it once.
     Import {
-        /// Transcript files or folders (default: ~/.claude/projects).
+        /// Session files or folders (default: each harness's own folder).
         paths: Vec<std::path::PathBuf>,
-        /// Only harness supported so far: claude-code.
-        #[arg(long, default_value = "claude-code")]
+        /// Whose sessions: claude-code, codex, gemini or all.
+        #[arg(long, default_value = "all")]
         harness: String,
         /// Only events from this date on (2026-08-20 or an ISO date-time).
         #[arg(long)]
@@ -283,10 +290,10 @@ fn main() -> ExitCode {
             project,
             dry_run,
         } => {
-            if harness != "claude-code" && harness != "all" {
-                eprintln!("nmem import: only Claude Code transcripts can be imported so far (--harness claude-code)");
+            let Some(sources) = nmem_shim::import::Source::parse(&harness) else {
+                eprintln!("nmem import: --harness takes claude-code, codex, gemini or all (not `{harness}`)");
                 return ExitCode::from(2);
-            }
+            };
             let since_ms = match since
                 .as_deref()
                 .map(|d| nmem_proto::time::parse_date(d, false))
@@ -300,13 +307,25 @@ fn main() -> ExitCode {
             };
             nmem_shim::import::run(nmem_shim::import::Options {
                 paths,
+                sources,
                 since_ms,
                 project,
                 dry_run,
             })
         }
-        Command::Install { target } => match target.options(false) {
-            Ok(o) => nmem_shim::install::install(o),
+        Command::Install {
+            target,
+            import,
+            no_import,
+        } => match target.options(false) {
+            Ok(o) => {
+                let dry_run = o.dry_run;
+                let code = nmem_shim::install::install(o);
+                if code != ExitCode::SUCCESS || dry_run || no_import {
+                    return code;
+                }
+                nmem_shim::import::offer(import)
+            }
             Err(code) => code,
         },
         Command::Uninstall {

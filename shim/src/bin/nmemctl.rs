@@ -29,7 +29,8 @@ enum Command {
         /// The new file to write.
         path: std::path::PathBuf,
     },
-    /// Checkpoint the WAL, reclaim free pages, check and optimise the full-text indexes.
+    /// Sweep what retention says is too old (unless `[retention] sweep = false`), checkpoint the
+    /// WAL, reclaim free pages, check and optimise the full-text indexes.
     Maintain,
     /// Keep an observation forever and show it in every digest.
     Pin { id: i64 },

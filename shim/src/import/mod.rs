@@ -1,0 +1,463 @@
+//! `nmem import`: back-fill memory from the transcripts already on disk: Claude Code
+//! transcripts, Codex rollouts and Gemini CLI chats.
+//!
+//! Each file is replayed as the hook events its harness would have sent live (prompts, tool calls
+//! with their results, failures, turn ends, compactions), through the daemon like live events:
+//! the same extraction, the same redaction, the original times. Event ids are derived from the
+//! file (session, line or call id, kind), tool calls carry their call id and prompts their
+//! prompt or turn id, so importing twice, or importing a session that was also captured live,
+//! stores it once; a file that grew since adds only its new part. Lines that are half-written,
+//! corrupt or of unknown kinds are skipped and counted, never fatal. Events travel in batches
+//! (`/v1/events/batch`) so the writer commits thousands per transaction.
+
+mod claude;
+mod codex;
+mod gemini;
+
+use nmem_proto::{client, wire};
+use sha2::{Digest, Sha256};
+use std::io::{BufRead, IsTerminal, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::{Duration, Instant};
+
+/// The harnesses whose files can be imported.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    ClaudeCode,
+    Codex,
+    Gemini,
+}
+
+impl Source {
+    pub const ALL: [Source; 3] = [Source::ClaudeCode, Source::Codex, Source::Gemini];
+
+    pub fn parse(s: &str) -> Option<Vec<Source>> {
+        Some(match s {
+            "claude-code" | "claude" => vec![Source::ClaudeCode],
+            "codex" => vec![Source::Codex],
+            "gemini" => vec![Source::Gemini],
+            "all" => Source::ALL.to_vec(),
+            _ => return None,
+        })
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Source::ClaudeCode => "Claude Code",
+            Source::Codex => "Codex",
+            Source::Gemini => "Gemini CLI",
+        }
+    }
+
+    /// Where the harness keeps its sessions on this machine.
+    pub fn default_root(self) -> Option<PathBuf> {
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        let from = |var: &str, sub: &str| {
+            std::env::var_os(var)
+                .map(PathBuf::from)
+                .or_else(|| home.as_ref().map(|h| h.join(sub)))
+        };
+        match self {
+            Source::ClaudeCode => from("CLAUDE_CONFIG_DIR", ".claude").map(|p| p.join("projects")),
+            Source::Codex => from("CODEX_HOME", ".codex").map(|p| p.join("sessions")),
+            Source::Gemini => home.map(|h| h.join(".gemini").join("tmp")),
+        }
+    }
+
+    /// Which harness wrote this file, from its name and first line.
+    fn sniff(path: &Path) -> Option<Source> {
+        let name = path.file_name()?.to_str()?;
+        let json = name.ends_with(".json");
+        if !json && !name.ends_with(".jsonl") {
+            return None;
+        }
+        let mut first = Vec::new();
+        let mut f = std::io::BufReader::new(std::fs::File::open(path).ok()?);
+        if json {
+            // A Gemini chat (one JSON object); other .json files (settings, logs) are not sessions.
+            let mut head = [0u8; 4096];
+            let n = f.read(&mut head).ok()?;
+            let head = String::from_utf8_lossy(&head[..n]);
+            return (name.starts_with("session-") || head.contains("\"projectHash\""))
+                .then_some(Source::Gemini);
+        }
+        f.take(1 << 20).read_until(b'\n', &mut first).ok()?;
+        let v: serde_json::Value = serde_json::from_slice(&first).unwrap_or_default();
+        if v.get("payload").is_some() && v.get("type").is_some() {
+            Some(Source::Codex)
+        } else if v.get("projectHash").is_some() || v.get("$set").is_some() {
+            Some(Source::Gemini)
+        } else {
+            Some(Source::ClaudeCode)
+        }
+    }
+}
+
+pub struct Options {
+    pub paths: Vec<PathBuf>,
+    pub sources: Vec<Source>,
+    pub since_ms: Option<i64>,
+    pub project: Option<String>,
+    pub dry_run: bool,
+}
+
+impl Options {
+    /// Whether an event at `at` in folder `cwd` is wanted (`--since`, `--project`).
+    fn wants(&self, at: i64, cwd: &str) -> bool {
+        self.since_ms.is_none_or(|s| at >= s)
+            && self
+                .project
+                .as_deref()
+                .is_none_or(|p| Path::new(cwd).file_name().and_then(|f| f.to_str()) == Some(p))
+    }
+}
+
+#[derive(Default)]
+struct Counts {
+    files: AtomicU64,
+    unreadable: AtomicU64,
+    lines: AtomicU64,
+    skipped: AtomicU64,
+    sessions: AtomicU64,
+    prompts: AtomicU64,
+    observations: AtomicU64,
+    events: AtomicU64,
+    stored: AtomicU64,
+    duplicates: AtomicU64,
+}
+
+/// One synthesized hook event.
+struct Synth {
+    id: String,
+    at: i64,
+    harness: &'static str,
+    payload: Vec<u8>,
+}
+
+impl Synth {
+    fn new(id: String, at: i64, harness: &'static str, payload: &serde_json::Value) -> Synth {
+        Synth {
+            id,
+            at,
+            harness,
+            payload: payload.to_string().into_bytes(),
+        }
+    }
+}
+
+/// The session files under the roots (files or folders), with the harness that wrote each.
+pub fn session_files(roots: &[PathBuf], sources: &[Source]) -> Vec<(PathBuf, Source)> {
+    fn walk(p: &Path, sources: &[Source], out: &mut Vec<(PathBuf, Source)>) {
+        if p.is_dir() {
+            if let Ok(rd) = std::fs::read_dir(p) {
+                let mut entries: Vec<PathBuf> =
+                    rd.filter_map(|e| e.ok().map(|e| e.path())).collect();
+                entries.sort();
+                for e in entries {
+                    walk(&e, sources, out);
+                }
+            }
+        } else if let Some(s) = Source::sniff(p).filter(|s| sources.contains(s)) {
+            out.push((p.to_path_buf(), s));
+        }
+    }
+    let mut out = Vec::new();
+    for r in roots {
+        walk(r, sources, &mut out);
+    }
+    out
+}
+
+fn event_id(parts: &[&str]) -> String {
+    let mut h = Sha256::new();
+    for p in parts {
+        h.update(p.as_bytes());
+        h.update([0]);
+    }
+    let hex: String = h
+        .finalize()
+        .iter()
+        .take(16)
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    format!("imp-{hex}")
+}
+
+/// Count what a file's events will become, for the summary.
+fn tally(events: &[Synth], counts: &Counts) {
+    let mut sessions = std::collections::HashSet::new();
+    for e in events {
+        let v: serde_json::Value = serde_json::from_slice(&e.payload).unwrap_or_default();
+        let event = v["hook_event_name"].as_str().unwrap_or("");
+        if let Some(s) = v["session_id"].as_str() {
+            sessions.insert(s.to_string());
+        }
+        match event {
+            "UserPromptSubmit" | "BeforeAgent" => counts.prompts.fetch_add(1, Relaxed),
+            _ => counts.observations.fetch_add(1, Relaxed),
+        };
+    }
+    counts.sessions.fetch_add(sessions.len() as u64, Relaxed);
+}
+
+pub fn run(opts: Options) -> ExitCode {
+    let roots: Vec<PathBuf> = if opts.paths.is_empty() {
+        opts.sources
+            .iter()
+            .filter_map(|s| s.default_root())
+            .collect()
+    } else {
+        opts.paths.clone()
+    };
+    let files = session_files(&roots, &opts.sources);
+    if files.is_empty() {
+        println!(
+            "no {} sessions found under {}",
+            opts.sources
+                .iter()
+                .map(|s| s.name())
+                .collect::<Vec<_>>()
+                .join(" / "),
+            roots
+                .iter()
+                .map(|r| r.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        return ExitCode::SUCCESS;
+    }
+    let paths = nmem_proto::paths::Paths::from_env();
+    let mut conn = None;
+    if !opts.dry_run {
+        if !crate::daemon_client::healthy(&paths) {
+            crate::autostart::start_daemon_now(&paths);
+            if !crate::daemon_client::wait_healthy(&paths, Duration::from_secs(10)) {
+                eprintln!("nmem import: nmemd is not running and did not start; run `nmemctl start`, then import again");
+                return ExitCode::from(2);
+            }
+        }
+        match client::Conn::open(&paths.socket) {
+            Ok(c) => conn = Some(c),
+            Err(e) => {
+                eprintln!(
+                    "nmem import: cannot reach nmemd at {}: {e}; run `nmemctl status`",
+                    paths.socket.display()
+                );
+                return ExitCode::from(2);
+            }
+        }
+    }
+    let total_bytes: u64 = files
+        .iter()
+        .map(|(f, _)| std::fs::metadata(f).map(|m| m.len()).unwrap_or(0))
+        .sum();
+    let counts = Counts::default();
+    let mut done_bytes = 0;
+    let start = Instant::now();
+    let tty = std::io::stderr().is_terminal();
+    let mut failed = None;
+    let gemini_roots = gemini::Roots::discover();
+    for (i, (f, source)) in files.iter().enumerate() {
+        counts.files.fetch_add(1, Relaxed);
+        let events = match source {
+            Source::ClaudeCode => claude::synthesize(f, &opts, &counts),
+            Source::Codex => codex::synthesize(f, &opts, &counts),
+            Source::Gemini => gemini::synthesize(f, &opts, &counts, &gemini_roots),
+        };
+        let events = match events {
+            Ok(e) => e,
+            Err(_) => {
+                counts.unreadable.fetch_add(1, Relaxed);
+                continue;
+            }
+        };
+        counts.events.fetch_add(events.len() as u64, Relaxed);
+        tally(&events, &counts);
+        if let Some(conn) = conn.as_mut() {
+            if let Err(e) = send(conn, events, &counts) {
+                failed = Some(format!("{}: {e}", f.display()));
+                break;
+            }
+        }
+        done_bytes += std::fs::metadata(f).map(|m| m.len()).unwrap_or(0);
+        progress(
+            tty,
+            i + 1,
+            files.len(),
+            done_bytes,
+            total_bytes,
+            start,
+            &counts,
+        );
+    }
+    if tty {
+        eprintln!();
+    }
+    let secs = start.elapsed().as_secs_f64();
+    let lines = counts.lines.load(Relaxed);
+    let n = |c: &AtomicU64| c.load(Relaxed);
+    println!(
+        "{}{} files ({} unreadable), {} sessions, {} prompts, {} observations; {} lines ({} skipped); {} events: {} stored, {} already there; {:.1} s ({:.0} lines/s)",
+        if opts.dry_run { "dry run: " } else { "imported " },
+        n(&counts.files),
+        n(&counts.unreadable),
+        n(&counts.sessions),
+        n(&counts.prompts),
+        n(&counts.observations),
+        lines,
+        n(&counts.skipped),
+        n(&counts.events),
+        n(&counts.stored),
+        n(&counts.duplicates),
+        secs,
+        lines as f64 / secs.max(1e-9)
+    );
+    match failed {
+        Some(e) => {
+            eprintln!("nmem import: stopped at {e}; what was sent is stored, run the import again to go on");
+            ExitCode::from(1)
+        }
+        None => ExitCode::SUCCESS,
+    }
+}
+
+/// After `nmem install`: import the sessions already on disk, when asked to (`--import`) or when
+/// the user says yes on a terminal; otherwise say how.
+pub fn offer(import: bool) -> ExitCode {
+    let roots: Vec<PathBuf> = Source::ALL
+        .iter()
+        .filter_map(|s| s.default_root())
+        .collect();
+    let files = session_files(&roots, &Source::ALL);
+    if files.is_empty() {
+        return ExitCode::SUCCESS;
+    }
+    let mut by: Vec<String> = Vec::new();
+    for s in Source::ALL {
+        let n = files.iter().filter(|(_, f)| *f == s).count();
+        if n > 0 {
+            by.push(format!("{n} {}", s.name()));
+        }
+    }
+    let found = format!(
+        "{} past session files on this machine ({})",
+        files.len(),
+        by.join(", ")
+    );
+    let yes = import || {
+        let terminal = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
+        if terminal {
+            eprint!("\n{found}. Import them into nmem now? [Y/n] ");
+            let _ = std::io::stderr().flush();
+            let mut answer = String::new();
+            let _ = std::io::stdin().read_line(&mut answer);
+            matches!(
+                answer.trim().to_ascii_lowercase().as_str(),
+                "" | "y" | "yes"
+            )
+        } else {
+            false
+        }
+    };
+    if !yes {
+        println!("{found}: run `nmem import` to remember them.");
+        return ExitCode::SUCCESS;
+    }
+    run(Options {
+        paths: Vec::new(),
+        sources: Source::ALL.to_vec(),
+        since_ms: None,
+        project: None,
+        dry_run: false,
+    })
+}
+
+fn progress(tty: bool, i: usize, n: usize, done: u64, total: u64, start: Instant, c: &Counts) {
+    let frac = if total > 0 {
+        done as f64 / total as f64
+    } else {
+        i as f64 / n as f64
+    };
+    let elapsed = start.elapsed().as_secs_f64();
+    let eta = if frac > 0.0 {
+        elapsed / frac - elapsed
+    } else {
+        0.0
+    };
+    let line = format!(
+        "[{:>3.0}%] {i}/{n} files, {} events, {} stored, ETA {:.0} s",
+        frac * 100.0,
+        c.events.load(Relaxed),
+        c.stored.load(Relaxed),
+        eta.max(0.0)
+    );
+    if tty {
+        eprint!("\r{line}   ");
+        let _ = std::io::stderr().flush();
+    } else if i == n || i.is_multiple_of(50) {
+        eprintln!("{line}");
+    }
+}
+
+/// Events per batch request: large enough that the writer commits in big groups, small enough
+/// that a failure loses little progress (what was acknowledged is stored).
+const BATCH: usize = 2_000;
+
+/// Send a file's events in order, in batches; the daemon prepares each batch off its async
+/// workers and the writer commits it in large groups.
+fn send(conn: &mut client::Conn, events: Vec<Synth>, counts: &Counts) -> Result<(), String> {
+    let mut body = Vec::with_capacity(64 * 1024);
+    for chunk in events.chunks(BATCH) {
+        body.clear();
+        for e in chunk {
+            let head = serde_json::json!({
+                "event_id": e.id,
+                "received_at": e.at,
+                "harness": e.harness,
+            })
+            .to_string();
+            // `{…head…, "payload": <raw payload>}`: the payload is already JSON.
+            body.extend_from_slice(&head.as_bytes()[..head.len() - 1]);
+            body.extend_from_slice(b",\"payload\":");
+            body.extend_from_slice(&e.payload);
+            body.extend_from_slice(b"}\n");
+        }
+        let r = conn
+            .request(
+                "POST",
+                wire::PATH_EVENTS_BATCH,
+                &[],
+                &body,
+                Duration::from_secs(300),
+            )
+            .map_err(|e| e.to_string())?;
+        if r.status != 200 {
+            return Err(format!(
+                "nmemd answered HTTP {}: {}",
+                r.status,
+                String::from_utf8_lossy(&r.body)
+            ));
+        }
+        let reply: wire::BatchReply = serde_json::from_slice(&r.body)
+            .map_err(|e| format!("nmemd sent a reply nmem import cannot read: {e}"))?;
+        counts.stored.fetch_add(reply.stored, Relaxed);
+        counts
+            .duplicates
+            .fetch_add(reply.duplicates + reply.ignored, Relaxed);
+        // An event nmem cannot make sense of: counted, not fatal.
+        counts
+            .skipped
+            .fetch_add(reply.rejected.len() as u64, Relaxed);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn event_ids() {
+        assert_ne!(super::event_id(&["a", "b"]), super::event_id(&["ab", ""]));
+    }
+}
