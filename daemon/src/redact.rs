@@ -192,7 +192,10 @@ impl Redactor {
             // Code that refers to a value (`password = req.body.password`) is only unquoted; a
             // quoted value is a value, whatever it looks like.
             let quoted = rule.name == "secret_assignment" && caps.get(3).is_none();
-            if rule.name == "secret_assignment" && !quoted && !looks_like_a_value(m.as_str()) {
+            if rule.name == "secret_assignment"
+                && !quoted
+                && (!looks_like_a_value(m.as_str()) || is_prose(s, &caps[0], m.end()))
+            {
                 continue;
             }
             if m.as_str().starts_with("[REDACTED:") {
@@ -307,6 +310,44 @@ impl Redactor {
     }
 }
 
+/// `Passwords: argon2id with a per-user salt`, `SigningKeyNotFoundError: Unable to …`: a name,
+/// a colon and words that go on: prose, not `password: hunter2` (the value ends the line) and
+/// not `PASSWORD=…` (an `=` is always an assignment).
+fn is_prose(s: &str, whole: &str, value_end: usize) -> bool {
+    let colon = whole
+        .find([':', '='])
+        .is_some_and(|i| whole.as_bytes()[i] == b':');
+    if !colon {
+        return false;
+    }
+    let value = &s[..value_end];
+    let value = &value[value
+        .rfind(|c: char| c.is_whitespace() || c == ':')
+        .map_or(0, |i| i + 1)..];
+    // A word (`Unable`), or a lowercase name with one number in it (`argon2id`, `sha256`).
+    let digit_runs = value
+        .as_bytes()
+        .windows(2)
+        .filter(|w| !w[0].is_ascii_digit() && w[1].is_ascii_digit())
+        .count()
+        + usize::from(value.starts_with(|c: char| c.is_ascii_digit()));
+    let wordlike = value.chars().all(char::is_alphabetic)
+        || (value
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+            && digit_runs <= 1);
+    let rest = s[value_end..].split('\n').next().unwrap_or("");
+    let following = rest
+        .split_whitespace()
+        .take(2)
+        .filter(|w| {
+            w.chars()
+                .all(|c| c.is_alphabetic() || matches!(c, ',' | '.' | '\''))
+        })
+        .count();
+    wordlike && rest.starts_with(' ') && following == 2
+}
+
 /// An assignment's value that is a real value, not code that refers to one
 /// (`password = req.body.password`, `token: process.env.TOKEN`, `secret=$SECRET`).
 fn looks_like_a_value(v: &str) -> bool {
@@ -400,6 +441,18 @@ fn is_secret_like(whole: &str, start: usize, tok: &str) -> bool {
 }
 
 fn is_mixed_random(t: &str) -> bool {
+    // A name and a hash or a number (`crash-<sha1>`, `sha256-<hex>`, `build_20260826_1432`):
+    // every part a plain word, a hex run of at most 64, or digits.
+    if t.contains(['-', '_', '.'])
+        && t.split(['-', '_', '.']).all(|p| {
+            p.is_empty()
+                || p.bytes().all(|b| b.is_ascii_lowercase())
+                || (p.len() <= 64 && p.bytes().all(|b| b.is_ascii_hexdigit()))
+                || p.bytes().all(|b| b.is_ascii_digit())
+        })
+    {
+        return false;
+    }
     let digits = t.bytes().filter(u8::is_ascii_digit).count();
     let upper = t.bytes().filter(u8::is_ascii_uppercase).count();
     let lower = t.bytes().filter(u8::is_ascii_lowercase).count();

@@ -304,13 +304,15 @@ fn hung_daemon_spools_promptly_and_stores_once_after_sigcont() {
         || {
             home.spool_files() == 0
                 && home.count(
-                    "SELECT COUNT(*) FROM observations WHERE content = 'echo hung-session-event-1'",
+                    "SELECT COUNT(*) FROM observations WHERE content LIKE 'echo hung-session-event-1%'",
                 ) >= 1
         },
     );
     // Both the original request (read after SIGCONT) and the spool replay may arrive: once.
     assert_eq!(
-        home.count("SELECT COUNT(*) FROM observations WHERE content = 'echo hung-session-event-1'"),
+        home.count(
+            "SELECT COUNT(*) FROM observations WHERE content LIKE 'echo hung-session-event-1%'"
+        ),
         1
     );
 }

@@ -463,7 +463,13 @@ impl Tmpfs {
     fn mount(dir: &std::path::Path, size: &str) -> Option<Tmpfs> {
         std::fs::create_dir_all(dir).unwrap();
         let ok = std::process::Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size},mode=0700"), "tmpfs"])
+            .args([
+                "-t",
+                "tmpfs",
+                "-o",
+                &format!("size={size},mode=0700"),
+                "tmpfs",
+            ])
             .arg(dir)
             .stderr(std::process::Stdio::null())
             .status()
@@ -487,11 +493,7 @@ fn a_full_disk_is_named_loses_nothing_and_recovers() {
     };
     // The database on the small file system; the spool stays on the big one.
     let db = fs.0.join("nmem.db");
-    std::fs::write(
-        &home.paths.config,
-        "[spool]\ndrain_interval_ms = 50\n",
-    )
-    .unwrap();
+    std::fs::write(&home.paths.config, "[spool]\ndrain_interval_ms = 50\n").unwrap();
     let d = home
         .cmd("nmemd")
         .env("NMEM_DB", &db)
@@ -503,9 +505,16 @@ fn a_full_disk_is_named_loses_nothing_and_recovers() {
         c.env("NMEM_DB", &db);
     };
     wait_until("nmemd answers", std::time::Duration::from_secs(20), || {
-        home.cmd("nmemctl").arg("status").env("NMEM_DB", &db).output().is_ok_and(|o| o.status.code() == Some(0))
+        home.cmd("nmemctl")
+            .arg("status")
+            .env("NMEM_DB", &db)
+            .output()
+            .is_ok_and(|o| o.status.code() == Some(0))
     });
-    assert!(home.record_with("claude-code", &bash_event("full", 0), with_db).status.success());
+    assert!(home
+        .record_with("claude-code", &bash_event("full", 0), with_db)
+        .status
+        .success());
     // Fill the file system.
     let filler = fs.0.join("filler");
     {
@@ -531,12 +540,26 @@ fn a_full_disk_is_named_loses_nothing_and_recovers() {
     // Space comes back: everything that waited is stored, once.
     std::fs::remove_file(&filler).unwrap();
     let count = || {
-        let c = rusqlite::Connection::open_with_flags(&db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap();
-        c.query_row("SELECT COUNT(*) FROM observations WHERE session_id = 'full'", [], |r| r.get::<_, i64>(0)).unwrap()
+        let c =
+            rusqlite::Connection::open_with_flags(&db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+                .unwrap();
+        c.query_row(
+            "SELECT COUNT(*) FROM observations WHERE session_id = 'full'",
+            [],
+            |r| r.get::<_, i64>(0),
+        )
+        .unwrap()
     };
-    wait_until("the spool drains", std::time::Duration::from_secs(30), || count() == 21);
-    let c = rusqlite::Connection::open_with_flags(&db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap();
-    let ok: String = c.query_row("PRAGMA integrity_check", [], |r| r.get(0)).unwrap();
+    wait_until(
+        "the spool drains",
+        std::time::Duration::from_secs(30),
+        || count() == 21,
+    );
+    let c = rusqlite::Connection::open_with_flags(&db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+        .unwrap();
+    let ok: String = c
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .unwrap();
     assert_eq!(ok, "ok");
 }
 
@@ -547,4 +570,65 @@ impl Drop for KillOnDrop {
         unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
         let _ = self.0.wait();
     }
+}
+
+#[test]
+fn a_read_only_database_folder_is_named_and_hooks_keep_exiting_0() {
+    let home = Home::new("readonly");
+    let Some(fs) = Tmpfs::mount(&home.dir.join("ro"), "8m") else {
+        eprintln!("skipped: this machine cannot mount a tmpfs for the test");
+        return;
+    };
+    let db = fs.0.join("nmem.db");
+    // A database made while writable, then the file system turned read-only under it.
+    {
+        let d = home
+            .cmd("nmemd")
+            .env("NMEM_DB", &db)
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let _k = KillOnDrop(d);
+        wait_until("nmemd answers", Duration::from_secs(20), || {
+            home.cmd("nmemctl")
+                .arg("status")
+                .env("NMEM_DB", &db)
+                .output()
+                .is_ok_and(|o| o.status.code() == Some(0))
+        });
+        assert!(home
+            .record_with("claude-code", &bash_event("ro", 0), |c| {
+                c.env("NMEM_DB", &db);
+            })
+            .status
+            .success());
+    }
+    let remount = std::process::Command::new("mount")
+        .args(["-o", "remount,ro"])
+        .arg(&fs.0)
+        .status()
+        .unwrap();
+    assert!(remount.success());
+    let out = home.cmd("nmemd").env("NMEM_DB", &db).output().unwrap();
+    assert!(
+        !out.status.success(),
+        "nmemd cannot run on a read-only database"
+    );
+    std::fs::write(home.paths.daemon_log(), &out.stderr).unwrap();
+    let rec = home.record_with("claude-code", &bash_event("ro", 1), |c| {
+        c.env("NMEM_DB", &db);
+    });
+    assert!(rec.status.success(), "the hook still exits 0: {rec:?}");
+    assert_eq!(home.spool_files(), 1, "and the event waits in the spool");
+    let st = home
+        .cmd("nmemctl")
+        .args(["status", "--json"])
+        .env("NMEM_DB", &db)
+        .output()
+        .unwrap();
+    assert_eq!(st.status.code(), Some(1));
+    let s: serde_json::Value = serde_json::from_slice(&st.stdout).unwrap();
+    assert!(s["degraded"].to_string().contains("read-only"), "{s}");
+    // What was stored before is still readable.
+    assert_eq!(s["observations"], 1, "{s}");
 }

@@ -146,6 +146,22 @@ fn search_finds_paths_words_and_prompts_in_the_current_project() {
         .collect();
     assert!(ts.windows(2).all(|w| w[0] >= w[1]), "{ts:?}");
     assert!(!ids(&f.json(&["search", "invoices", "--order", "blended"])).is_empty());
+    // Words that never occur together: what matches every word comes first, then what matches
+    // some of them; a question asked in plain words finds its answer too.
+    let all_words = ids(&f.json(&["search", "tsc", "--type", "command_error"]));
+    let mixed = f.json(&["search", "tsc zebra-unicorn", "--type", "command_error"]);
+    assert_eq!(ids(&mixed), all_words, "{mixed}");
+    let asked = f.json(&["search", "which command failed with tsc?"]);
+    assert!(
+        asked
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|h| h["obs_type"] == "command_error"),
+        "{asked}"
+    );
+    // FTS syntax is taken as written: no loosening.
+    assert!(ids(&f.json(&["search", "tsc AND zebra"])).is_empty());
 }
 
 #[test]

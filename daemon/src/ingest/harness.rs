@@ -18,11 +18,20 @@ pub(crate) fn tool_call<'a>(cx: &Cx<'a>) -> Option<ToolCall<'a>> {
 /// Claude Code, and Codex CLI which copies its hook schema.
 fn claude_like<'a>(cx: &Cx<'a>) -> Option<ToolCall<'a>> {
     let name = cx.str("tool_name")?.to_string();
-    let failure = (cx.event == Event::ToolFailure).then(|| {
+    let mut failure = (cx.event == Event::ToolFailure).then(|| {
         let err = cx.str("error").unwrap_or("").to_string();
         let code = exit_code_prefix(&err);
         (err, code)
     });
+    // Codex reports a failed shell command as a PostToolUse whose text starts "Exit code: N".
+    if failure.is_none() && cx.harness == Harness::Codex {
+        if let Some(text) = cx.str("tool_response") {
+            if let Some(code) = codex_exit_code(text).filter(|&c| c != 0) {
+                let body = text.split_once("\nOutput:\n").map_or(text, |x| x.1);
+                failure = Some((format!("Exit code {code}\n{body}"), Some(code)));
+            }
+        }
+    }
     Some(ToolCall {
         name,
         input: borrowed(cx.obj.get("tool_input")),
@@ -33,6 +42,16 @@ fn claude_like<'a>(cx: &Cx<'a>) -> Option<ToolCall<'a>> {
 }
 
 /// "Exit code 2\n…" (Claude Code's failure text).
+/// "Exit code: 1\nWall time: …\nOutput:\n…" (Codex's shell tool output).
+fn codex_exit_code(text: &str) -> Option<i64> {
+    text.lines()
+        .next()?
+        .strip_prefix("Exit code:")?
+        .trim()
+        .parse()
+        .ok()
+}
+
 fn exit_code_prefix(err: &str) -> Option<i64> {
     let rest = err.strip_prefix("Exit code ")?;
     rest.split(|c: char| !c.is_ascii_digit() && c != '-')
@@ -183,5 +202,11 @@ mod tests {
         );
         assert_eq!(super::exit_code_prefix("Exit code 127"), Some(127));
         assert_eq!(super::exit_code_prefix("boom"), None);
+        assert_eq!(
+            super::codex_exit_code("Exit code: 1\nWall time: 0.2 seconds\nOutput:\nFAIL"),
+            Some(1)
+        );
+        assert_eq!(super::codex_exit_code("Exit code: 0\nOutput:\nok"), Some(0));
+        assert_eq!(super::codex_exit_code("src/a.rs:1: Exit code: 3"), None);
     }
 }

@@ -1,5 +1,6 @@
 //! `search`: FTS5 BM25 over observations and prompts, with filters and four orders.
 
+use super::fts_query::fallbacks;
 use super::{catch_up_index, clamp, millis, project_of, to_fts5, QueryError};
 use crate::app::App;
 use nmem_proto::query::{OrderBy, SearchHit, SearchRequest};
@@ -10,8 +11,11 @@ use rusqlite::Connection;
 const BLEND_POOL: i64 = 100;
 /// How many of the newest matches are ranked, tried in turn until the filters leave enough
 /// results: ranking every match of a word found in half the memory costs hundreds of
-/// milliseconds at 1M, and a rare word has few matches anyway.
+/// milliseconds at 1M, and a rare word has few matches anyway. With a project, these are the
+/// project's own matches (found through the compact (id, project) index while the full-text
+/// index is walked), so fewer are needed; BM25 costs some 15 µs per ranked match of a common word.
 const CANDIDATES: [Option<i64>; 4] = [Some(300), Some(3_000), Some(30_000), None];
+const PROJECT_CANDIDATES: [Option<i64>; 4] = [Some(100), Some(1_000), Some(10_000), None];
 
 pub async fn search(app: &App, req: SearchRequest) -> Result<Vec<SearchHit>, QueryError> {
     let text = req.query.trim();
@@ -20,6 +24,7 @@ pub async fn search(app: &App, req: SearchRequest) -> Result<Vec<SearchHit>, Que
     }
     let plan = Plan {
         fts: to_fts5(text),
+        fallbacks: fallbacks(text),
         project: project_of(app, &req.project, &req.cwd),
         types: req.obs_type.map(|t| t.into_vec()).unwrap_or_default(),
         files: req.files.map(|f| f.into_vec()).unwrap_or_default(),
@@ -40,6 +45,8 @@ pub async fn search(app: &App, req: SearchRequest) -> Result<Vec<SearchHit>, Que
 
 struct Plan {
     fts: String,
+    /// Looser queries for when `fts` finds too few: their results come after its own.
+    fallbacks: Vec<String>,
     project: Option<String>,
     types: Vec<String>,
     files: Vec<String>,
@@ -54,7 +61,32 @@ struct Plan {
 const PROMPT_TYPES: &[&str] = &["prompt", "user_prompt", "agent_reasoning", "reasoning"];
 
 impl Plan {
+    /// Results matching the query as given first; when they are too few, those of each looser
+    /// query in turn (every meaningful word, then any of them), each tier in the asked order.
     fn run(&self, c: &Connection) -> Result<Vec<SearchHit>, QueryError> {
+        let want = (self.offset + self.limit) as usize;
+        let mut hits = self.run_query(c, &self.fts)?;
+        for alt in &self.fallbacks {
+            if hits.len() >= want {
+                break;
+            }
+            let seen: std::collections::HashSet<(bool, i64)> =
+                hits.iter().map(|h| (h.kind == "prompt", h.id)).collect();
+            let more = self.run_query(c, alt)?;
+            hits.extend(
+                more.into_iter()
+                    .filter(|h| !seen.contains(&(h.kind == "prompt", h.id))),
+            );
+        }
+        Ok(hits
+            .into_iter()
+            .skip(self.offset as usize)
+            .take(self.limit as usize)
+            .collect())
+    }
+
+    /// One FTS query's results, ordered, at most offset + limit of each kind (more for blended).
+    fn run_query(&self, c: &Connection, fts: &str) -> Result<Vec<SearchHit>, QueryError> {
         let want = match self.order {
             OrderBy::Blended => {
                 // BM25 picks some more than asked, recency reorders them.
@@ -91,10 +123,10 @@ impl Plan {
         };
         let mut hits = Vec::new();
         if self.types.is_empty() || !obs_types.is_empty() {
-            hits.extend(self.observations(c, &obs_types, want)?);
+            hits.extend(self.observations(c, fts, &obs_types, want)?);
         }
         if let Some(sources) = prompt_sources.filter(|_| self.prompts && self.files.is_empty()) {
-            hits.extend(self.prompts(c, &sources, want)?);
+            hits.extend(self.prompts(c, fts, &sources, want)?);
         }
         match self.order {
             OrderBy::Relevance => hits.sort_by(|a, b| a.score.total_cmp(&b.score)),
@@ -102,11 +134,7 @@ impl Plan {
             OrderBy::DateAsc => hits.sort_by_key(|h| (h.timestamp, h.id)),
             OrderBy::Blended => blend(&mut hits),
         }
-        Ok(hits
-            .into_iter()
-            .skip(self.offset as usize)
-            .take(self.limit as usize)
-            .collect())
+        Ok(hits)
     }
 
     fn order_sql(&self, t: &str) -> String {
@@ -117,11 +145,8 @@ impl Plan {
         }
     }
 
+    /// The filters applied to the candidates (the project is applied while choosing them).
     fn common(&self, t: &str, sql: &mut String, args: &mut Vec<Sql>) {
-        if let Some(p) = &self.project {
-            sql.push_str(&format!(" AND {t}.project = ?"));
-            args.push(Sql::Text(p.clone()));
-        }
         if let Some(from) = self.from {
             sql.push_str(&format!(" AND {t}.timestamp >= ?"));
             args.push(Sql::Integer(from));
@@ -137,12 +162,13 @@ impl Plan {
     fn observations(
         &self,
         c: &Connection,
+        fts: &str,
         types: &[&String],
         want: i64,
     ) -> Result<Vec<SearchHit>, QueryError> {
         let mut hits = Vec::new();
-        for cap in CANDIDATES {
-            hits = self.observations_within(c, types, want, cap)?;
+        for cap in self.caps(want) {
+            hits = self.observations_within(c, fts, types, want, cap)?;
             if hits.len() as i64 >= want {
                 break;
             }
@@ -153,16 +179,17 @@ impl Plan {
     fn observations_within(
         &self,
         c: &Connection,
+        fts: &str,
         types: &[&String],
         want: i64,
         cap: Option<i64>,
     ) -> Result<Vec<SearchHit>, QueryError> {
-        let mut sql = self.matches("observations", cap);
+        let mut args = Vec::new();
+        let mut sql = self.matches("observations", cap, &mut args, fts);
         sql.push_str(
             " SELECT o.id, o.timestamp, o.obs_type, substr(o.content, 1, 120), o.file_path, o.session_id, o.project, m.score
               FROM m JOIN observations o ON o.id = m.id WHERE 1",
         );
-        let mut args = vec![Sql::Text(self.fts.clone())];
         self.common("o", &mut sql, &mut args);
         if !types.is_empty() {
             sql.push_str(&format!(
@@ -206,24 +233,51 @@ impl Plan {
         rows.collect::<Result<_, _>>().map_err(fts_error)
     }
 
-    /// The matches of the FTS table, newest first (oldest first for `date_asc`), at most `cap`.
-    fn matches(&self, table: &str, cap: Option<i64>) -> String {
-        format!(
-            "WITH m AS (SELECT rowid AS id, rank AS score FROM {table}_fts WHERE {table}_fts MATCH ? ORDER BY rowid {}{})",
-            if self.order == OrderBy::DateAsc { "ASC" } else { "DESC" },
-            cap.map(|n| format!(" LIMIT {n}")).unwrap_or_default()
-        )
+    /// How many candidates to rank, in turn (see `CANDIDATES`).
+    fn caps(&self, want: i64) -> [Option<i64>; 4] {
+        match self.project {
+            Some(_) => PROJECT_CANDIDATES.map(|c| c.map(|n| n.max(want * 3))),
+            None => CANDIDATES.map(|c| c.map(|n| n.max(want * 3))),
+        }
+    }
+
+    /// The matches of the FTS table (of the project, when there is one), newest first (oldest
+    /// first for `date_asc`), at most `cap`, with their BM25 rank. Binds the query, then the
+    /// project.
+    fn matches(&self, table: &str, cap: Option<i64>, args: &mut Vec<Sql>, fts: &str) -> String {
+        let dir = if self.order == OrderBy::DateAsc {
+            "ASC"
+        } else {
+            "DESC"
+        };
+        let limit = cap.map(|n| format!(" LIMIT {n}")).unwrap_or_default();
+        args.push(Sql::Text(fts.to_string()));
+        match &self.project {
+            None => format!(
+                "WITH m AS (SELECT rowid AS id, rank AS score FROM {table}_fts WHERE {table}_fts MATCH ? ORDER BY rowid {dir}{limit})"
+            ),
+            Some(p) => {
+                args.push(Sql::Text(p.clone()));
+                format!(
+                    "WITH m AS (SELECT {table}_fts.rowid AS id, {table}_fts.rank AS score FROM {table}_fts \
+                     JOIN {table} x INDEXED BY idx_{short}_id_project ON x.id = {table}_fts.rowid \
+                     WHERE {table}_fts MATCH ? AND x.project = ? ORDER BY {table}_fts.rowid {dir}{limit})",
+                    short = if table == "observations" { "obs" } else { "prompts" }
+                )
+            }
+        }
     }
 
     fn prompts(
         &self,
         c: &Connection,
+        fts: &str,
         sources: &[&str],
         want: i64,
     ) -> Result<Vec<SearchHit>, QueryError> {
         let mut hits = Vec::new();
-        for cap in CANDIDATES {
-            hits = self.prompts_within(c, sources, want, cap)?;
+        for cap in self.caps(want) {
+            hits = self.prompts_within(c, fts, sources, want, cap)?;
             if hits.len() as i64 >= want {
                 break;
             }
@@ -234,16 +288,17 @@ impl Plan {
     fn prompts_within(
         &self,
         c: &Connection,
+        fts: &str,
         sources: &[&str],
         want: i64,
         cap: Option<i64>,
     ) -> Result<Vec<SearchHit>, QueryError> {
-        let mut sql = self.matches("prompts", cap);
+        let mut args = Vec::new();
+        let mut sql = self.matches("prompts", cap, &mut args, fts);
         sql.push_str(
             " SELECT p.id, p.timestamp, p.source, p.content, p.session_id, p.project, m.score
               FROM m JOIN prompts p ON p.id = m.id WHERE 1",
         );
-        let mut args = vec![Sql::Text(self.fts.clone())];
         self.common("p", &mut sql, &mut args);
         if sources.len() == 1 {
             sql.push_str(" AND p.source = ?");

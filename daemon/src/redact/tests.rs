@@ -159,9 +159,29 @@ fn ordinary_text_is_kept() {
         "password: required",
         "RUST_LOG=debug cargo test --workspace",
         "x86_64-unknown-linux-gnu",
+        "artifact written to ./crash-5f3c9a7e1b2d4c6a8e0f1a3b5c7d9e1f2a4b6c8d",
+        "Passwords: argon2id with a per-user salt, never bcrypt",
+        "SigningKeyNotFoundError: Unable to find a signing key that matches kid",
     ];
     for text in keep {
         assert_eq!(red(text), text, "false positive");
+    }
+}
+
+#[test]
+fn values_that_end_the_line_or_follow_an_equals_sign_are_still_secrets() {
+    for text in [
+        "password: hunter2",
+        "password: Zq8x3Vb1Lm",
+        "PASSWORD=hunter2 cargo run",
+        "db_password: s3cr3tV4lue and then more words",
+        "token: abcd1234efgh",
+    ] {
+        assert!(
+            red(text).contains("[REDACTED:secret_assignment]"),
+            "{text} → {}",
+            red(text)
+        );
     }
 }
 

@@ -9,6 +9,7 @@ const MIGRATION_SQL: &[&str] = &[
     include_str!("../../../migrations/001_initial.sql"),
     include_str!("../../../migrations/002_audit.sql"),
     include_str!("../../../migrations/003_prompt_identity.sql"),
+    include_str!("../../../migrations/004_project_lookup.sql"),
 ];
 
 /// The schema version this build writes (`PRAGMA user_version` after migrating).

@@ -6,7 +6,8 @@ use super::super::{Cx, Obs, ToolCall};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
-const EXCERPT: usize = 300;
+/// Characters of changed lines kept in an edit's searchable content.
+const EXCERPT: usize = 600;
 
 pub(super) fn read(_cx: &Cx, call: &ToolCall) -> Option<Obs> {
     let file = call.response.as_deref().and_then(|r| r.get("file"));
@@ -96,8 +97,7 @@ pub(super) fn edit(_cx: &Cx, call: &ToolCall) -> Option<Obs> {
                 (a + line_count(new), r + line_count(old))
             })
         });
-    let (old, new) = edits.first().copied().unwrap_or(("", ""));
-    let content = format!("{path}\n{}", excerpt(old, new));
+    let content = format!("{path}\n{}", excerpt(&edits));
     Some(Obs {
         obs_type: "file_edit",
         file_path: Some(path.to_string()),
@@ -122,7 +122,7 @@ pub(super) fn notebook_edit(_cx: &Cx, call: &ToolCall) -> Option<Obs> {
     Some(Obs {
         obs_type: "file_edit",
         file_path: Some(path.to_string()),
-        content: format!("{path}\n{}", excerpt("", new)),
+        content: format!("{path}\n{}", excerpt(&[("", new)])),
         metadata: meta([
             ("cell_id", json!(str_of(&call.input, "cell_id"))),
             ("edit_mode", json!(mode)),
@@ -140,7 +140,7 @@ pub(super) fn apply_patch(_cx: &Cx, call: &ToolCall) -> Option<Obs> {
         .or_else(|| call.input.as_str())?;
     let mut files = Vec::new();
     let (mut added, mut removed) = (0, 0);
-    let mut first_change = (String::new(), String::new());
+    let mut changes: Vec<(String, String)> = Vec::new();
     for line in patch.lines() {
         if let Some(p) = ["*** Update File: ", "*** Add File: ", "*** Delete File: "]
             .iter()
@@ -151,20 +151,20 @@ pub(super) fn apply_patch(_cx: &Cx, call: &ToolCall) -> Option<Obs> {
             continue;
         } else if let Some(l) = line.strip_prefix('+') {
             added += 1;
-            if first_change.1.is_empty() {
-                first_change.1 = l.to_string();
-            }
+            changes.push((String::new(), l.to_string()));
         } else if let Some(l) = line.strip_prefix('-') {
             removed += 1;
-            if first_change.0.is_empty() {
-                first_change.0 = l.to_string();
-            }
+            changes.push((l.to_string(), String::new()));
         }
     }
     let first = files.first()?.clone();
     let mut content = files.join(", ");
     content.push('\n');
-    content.push_str(&excerpt(&first_change.0, &first_change.1));
+    let pairs: Vec<(&str, &str)> = changes
+        .iter()
+        .map(|(o, n)| (o.as_str(), n.as_str()))
+        .collect();
+    content.push_str(&excerpt(&pairs));
     Some(Obs {
         obs_type: "file_edit",
         file_path: Some(first),
@@ -178,27 +178,43 @@ pub(super) fn apply_patch(_cx: &Cx, call: &ToolCall) -> Option<Obs> {
     })
 }
 
-/// A short `- old` / `+ new` excerpt of what changed.
-fn excerpt(old: &str, new: &str) -> String {
-    let pick = |s: &str| {
-        s.lines()
-            .map(str::trim)
-            .find(|l| !l.is_empty())
-            .unwrap_or("")
-            .to_string()
-    };
+/// The lines that changed, `- old` / `+ new`, edit after edit, up to `EXCERPT` characters: the
+/// lines an edit leaves as they were are left out.
+fn excerpt(edits: &[(&str, &str)]) -> String {
     let mut out = String::new();
-    let (o, n) = (pick(old), pick(new));
-    if !o.is_empty() {
-        out.push_str("- ");
-        out.push_str(&truncate(&o, EXCERPT / 2));
-    }
-    if !n.is_empty() {
-        if !out.is_empty() {
-            out.push('\n');
+    let mut room = EXCERPT;
+    'edits: for (old, new) in edits {
+        let olds: Vec<&str> = old
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .collect();
+        let news: Vec<&str> = new
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .collect();
+        let removed = olds
+            .iter()
+            .filter(|l| !news.contains(l))
+            .map(|l| ("- ", *l));
+        let added = news
+            .iter()
+            .filter(|l| !olds.contains(l))
+            .map(|l| ("+ ", *l));
+        for (sign, line) in removed.chain(added) {
+            let line = truncate(line, EXCERPT / 4);
+            let need = line.chars().count() + 3;
+            if need > room {
+                break 'edits;
+            }
+            room -= need;
+            if !out.is_empty() {
+                out.push('\n');
+            }
+            out.push_str(sign);
+            out.push_str(&line);
         }
-        out.push_str("+ ");
-        out.push_str(&truncate(&n, EXCERPT / 2));
     }
     out
 }

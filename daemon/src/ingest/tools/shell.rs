@@ -34,7 +34,7 @@ pub(super) fn extract(cx: &Cx, call: &ToolCall) -> Option<Obs> {
             .strip_prefix("Exit code ")
             .map(|r| r.split_once('\n').map(|x| x.1).unwrap_or(""))
             .unwrap_or(err);
-        let head = error_line(body).unwrap_or_else(|| first_line(body, 300));
+        let head = error_lines(body).unwrap_or_else(|| first_line(body, 300));
         if !head.is_empty() {
             content.push('\n');
             content.push_str(&head);
@@ -75,17 +75,32 @@ pub(super) fn extract(cx: &Cx, call: &ToolCall) -> Option<Obs> {
         "git_push" => git_push_meta(&stdout, &stderr, &mut metadata),
         _ => {}
     }
+    let mut content = truncate(command, cx.limits.content_chars);
+    // What the command said last (a test summary, "Migrated 3 …"), so it can be found again.
+    if let Some(last) = format!("{stdout}\n{stderr}")
+        .lines()
+        .map(str::trim)
+        .rfind(|l| !l.is_empty())
+    {
+        content.push_str("\n→ ");
+        content.push_str(&truncate(last, OUTPUT_LINE));
+    }
     Some(Obs {
         obs_type,
-        content: truncate(command, cx.limits.content_chars),
+        content,
         metadata,
         ..Obs::default()
     })
 }
 
-/// The line of a failure's output that says what went wrong: the first that mentions an error,
-/// a failure or a missing thing; tool banners (`> pkg@1.0 test`) are not it.
-fn error_line(output: &str) -> Option<String> {
+/// Characters of a successful command's last output line kept in its searchable content.
+const OUTPUT_LINE: usize = 160;
+/// Error lines of a failure kept in its searchable content.
+const ERROR_LINES: usize = 3;
+
+/// The lines of a failure's output that say what went wrong: those that mention an error, a
+/// failure or a missing thing (at most a few, distinct); tool banners (`> pkg@1.0 test`) are not.
+fn error_lines(output: &str) -> Option<String> {
     const MARKERS: &[&str] = &[
         "error",
         "failed",
@@ -100,14 +115,20 @@ fn error_line(output: &str) -> Option<String> {
         "✗",
         "×",
     ];
-    output
-        .lines()
-        .map(str::trim)
-        .find(|l| {
-            let lower = l.to_lowercase();
-            !l.is_empty() && MARKERS.iter().any(|m| lower.contains(m))
-        })
-        .map(|l| truncate(l, 300))
+    let mut found: Vec<String> = Vec::new();
+    for l in output.lines().map(str::trim) {
+        let lower = l.to_lowercase();
+        if !l.is_empty()
+            && MARKERS.iter().any(|m| lower.contains(m))
+            && !found.iter().any(|f| f.as_str() == truncate(l, 200))
+        {
+            found.push(truncate(l, 200));
+            if found.len() == ERROR_LINES {
+                break;
+            }
+        }
+    }
+    (!found.is_empty()).then(|| found.join("\n"))
 }
 
 /// stdout and stderr, whatever shape the response has.
@@ -251,13 +272,13 @@ mod tests {
     }
 
     #[test]
-    fn the_error_line_is_the_one_that_says_what_failed() {
-        let out = "\n> acme-api@1.14.2 test\n> vitest --run\n\n FAIL  src/routes/invoices.test.ts > pages\nAssertionError: expected 2 to be 1";
+    fn the_error_lines_are_those_that_say_what_failed() {
+        let out = "\n> acme-api@1.14.2 test\n> vitest --run\n\n FAIL  src/routes/invoices.test.ts > pages\n  at x.ts:3\nAssertionError: expected 2 to be 1\nFAIL  src/routes/invoices.test.ts > pages\nerror 3\nerror 4";
         assert_eq!(
-            error_line(out).unwrap(),
-            "FAIL  src/routes/invoices.test.ts > pages"
+            error_lines(out).unwrap(),
+            "FAIL  src/routes/invoices.test.ts > pages\nAssertionError: expected 2 to be 1\nerror 3"
         );
-        assert_eq!(error_line("all good"), None);
+        assert_eq!(error_lines("all good"), None);
     }
 
     #[test]
