@@ -97,7 +97,7 @@ pub fn run(
     bins: &Path,
     file: &Path,
     json_out: Option<&str>,
-    start_daemon: impl Fn(&Path, &Path) -> anyhow::Result<std::process::Child>,
+    start_daemon: impl Fn(&Path, &Path) -> anyhow::Result<crate::Daemon>,
 ) -> anyhow::Result<()> {
     let data: Dataset = serde_json::from_slice(&std::fs::read(file)?)
         .map_err(|e| anyhow::anyhow!("{}: not an nmem-eval/1 file: {e}", file.display()))?;
@@ -113,8 +113,7 @@ pub fn run(
     let mut daemon = start_daemon(bins, &home)?;
     let socket = home.join("nmemd.sock");
     let result = score(&data, &socket, json_out);
-    unsafe { libc::kill(daemon.id() as i32, libc::SIGTERM) };
-    daemon.wait()?;
+    daemon.stop()?;
     let _ = std::fs::remove_dir_all(&home);
     result
 }

@@ -190,8 +190,7 @@ fn main() -> anyhow::Result<()> {
     );
     report.line("nmem record, daemon hung (SIGSTOP)", &t_hung, Some(&t_true));
     unsafe { libc::kill(daemon.id() as i32, libc::SIGCONT) };
-    unsafe { libc::kill(daemon.id() as i32, libc::SIGTERM) };
-    daemon.wait()?;
+    daemon.stop()?;
 
     // Daemon down: spool.
     let down = home.join("down");
@@ -363,7 +362,31 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
-fn start_daemon(bins: &Path, home: &Path) -> anyhow::Result<std::process::Child> {
+/// nmemd for a measurement; stopped (SIGTERM) when dropped, so an error never leaves it running.
+pub struct Daemon(Option<std::process::Child>);
+
+impl Daemon {
+    pub fn id(&self) -> u32 {
+        self.0.as_ref().map_or(0, |c| c.id())
+    }
+
+    /// SIGTERM, then wait for it to exit.
+    pub fn stop(&mut self) -> std::io::Result<()> {
+        if let Some(mut c) = self.0.take() {
+            unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+            c.wait()?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.stop();
+    }
+}
+
+fn start_daemon(bins: &Path, home: &Path) -> anyhow::Result<Daemon> {
     let child = Command::new(bins.join("nmemd"))
         .env("NMEM_HOME", home)
         .env("NMEM_LOG", "warn")
@@ -389,7 +412,7 @@ fn start_daemon(bins: &Path, home: &Path) -> anyhow::Result<std::process::Child>
         );
         std::thread::sleep(Duration::from_millis(5));
     }
-    Ok(child)
+    Ok(Daemon(Some(child)))
 }
 
 fn at_scale(
@@ -527,8 +550,7 @@ fn at_scale(
     );
     report.push(format!("nmemd_rss_mb_{tag}"), field("VmRSS:"));
     report.push(format!("nmemd_rss_peak_mb_{tag}"), field("VmHWM:"));
-    unsafe { libc::kill(daemon.id() as i32, libc::SIGTERM) };
-    daemon.wait()?;
+    daemon.stop()?;
     let bytes = std::fs::metadata(home.join("nmem.db"))?.len();
     let per = bytes as f64 / s.observations.max(1) as f64;
     println!("{:<48} {:>10.0} bytes per observation  ({:.1} MB for {} observations and {} prompts, FTS included)", format!("database size [{tag}]"), per, bytes as f64 / 1e6, s.observations, s.prompts);
@@ -692,8 +714,7 @@ fn import_bench(
         String::from_utf8_lossy(&out.stdout)
     );
     let s = status(&home.join("nmemd.sock"))?;
-    unsafe { libc::kill(daemon.id() as i32, libc::SIGTERM) };
-    daemon.wait()?;
+    daemon.stop()?;
     let rate = lines as f64 / secs;
     println!(
         "{:<48} {:>10.0} records/s  ({lines} transcript lines in {files} files, {:.1} s; {} observations, {} prompts stored)",

@@ -311,6 +311,25 @@ fn gemini_chats_json_and_jsonl_import_with_their_folders() {
     )
     .unwrap();
 
+    // Live capture of the acme-api session began with its read_file call (no ids to match by):
+    // from then on, the chat adds nothing.
+    let live_at = nmem_proto::time::parse_rfc3339_ms("2026-08-20T09:00:05.000Z")
+        .unwrap()
+        .to_string();
+    let r = nmem_proto::client::call(
+        &home.paths.socket,
+        "POST",
+        "/v1/events",
+        &[
+            ("x-nmem-event-id", "live-gemini-1"),
+            ("x-nmem-received-at", &live_at),
+            ("x-nmem-harness", "gemini"),
+        ],
+        &fixture("hooks/gemini/after_tool.read_file.json"),
+        std::time::Duration::from_secs(10),
+    )
+    .unwrap();
+    assert_eq!(r.status, 200);
     let out = import_with(&home, &["--harness", "gemini"]);
     assert!(out.contains("imported 3 files"), "{out}");
     assert!(out.contains("(2 skipped)"), "{out}");
@@ -333,8 +352,13 @@ fn gemini_chats_json_and_jsonl_import_with_their_folders() {
         1
     );
     assert_eq!(
-        q("SELECT COUNT(*) FROM observations WHERE obs_type = 'turn_end' AND (content LIKE '%twice when the webhook%' OR content LIKE '%one row too many%')"),
-        2
+        q("SELECT COUNT(*) FROM observations WHERE obs_type = 'turn_end' AND content LIKE '%twice when the webhook%'"),
+        1
+    );
+    assert_eq!(
+        q("SELECT COUNT(*) FROM observations WHERE obs_type = 'turn_end' AND content LIKE '%one row too many%'"),
+        0,
+        "after live capture began, the chat adds nothing"
     );
     assert_eq!(
         q("SELECT COUNT(*) FROM sessions WHERE project IN ('acme-api', 'billing')"),

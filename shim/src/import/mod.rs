@@ -128,6 +128,41 @@ struct Counts {
     duplicates: AtomicU64,
 }
 
+/// When live capture of a session began, from the database (read-only): for harnesses whose
+/// hooks carry no ids to match (Gemini's tool calls, every harness's turn ends), what the file
+/// holds from then on was recorded live already, and only the earlier part is imported.
+struct LiveSince(Option<rusqlite::Connection>);
+
+impl LiveSince {
+    fn open(db: &Path) -> LiveSince {
+        LiveSince(
+            db.exists()
+                .then(|| {
+                    rusqlite::Connection::open_with_flags(
+                        db,
+                        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+                    )
+                    .ok()
+                })
+                .flatten(),
+        )
+    }
+
+    fn get(&self, session: &str) -> Option<i64> {
+        let c = self.0.as_ref()?;
+        c.query_row(
+            "SELECT MIN(t) FROM (
+               SELECT MIN(timestamp) AS t FROM observations WHERE session_id = ?1 AND event_id NOT LIKE 'imp-%'
+               UNION ALL
+               SELECT MIN(timestamp) FROM prompts WHERE session_id = ?1 AND event_id NOT LIKE 'imp-%')",
+            [session],
+            |r| r.get::<_, Option<i64>>(0),
+        )
+        .ok()
+        .flatten()
+    }
+}
+
 /// One synthesized hook event.
 struct Synth {
     id: String,
@@ -183,6 +218,29 @@ fn event_id(parts: &[&str]) -> String {
         .map(|b| format!("{b:02x}"))
         .collect();
     format!("imp-{hex}")
+}
+
+/// Leave out what live capture already recorded and nothing could match by id (Gemini's hooks
+/// carry no ids at all; no harness's turn end has one), from the moment live capture began.
+fn drop_recorded_live(events: &mut Vec<Synth>, source: Source, live: &LiveSince, counts: &Counts) {
+    let mut since: std::collections::HashMap<String, Option<i64>> = Default::default();
+    let before = events.len();
+    events.retain(|e| {
+        let v: serde_json::Value = serde_json::from_slice(&e.payload).unwrap_or_default();
+        let event = v["hook_event_name"].as_str().unwrap_or("");
+        let unmatched = source == Source::Gemini || event == "Stop";
+        if !unmatched {
+            return true;
+        }
+        let session = v["session_id"].as_str().unwrap_or("").to_string();
+        let t = *since
+            .entry(session.clone())
+            .or_insert_with(|| live.get(&session));
+        t.is_none_or(|t| e.at < t)
+    });
+    counts
+        .duplicates
+        .fetch_add((before - events.len()) as u64, Relaxed);
 }
 
 /// Count what a file's events will become, for the summary.
@@ -259,6 +317,7 @@ pub fn run(opts: Options) -> ExitCode {
     let tty = std::io::stderr().is_terminal();
     let mut failed = None;
     let gemini_roots = gemini::Roots::discover();
+    let live = LiveSince::open(&paths.db);
     for (i, (f, source)) in files.iter().enumerate() {
         counts.files.fetch_add(1, Relaxed);
         let events = match source {
@@ -266,6 +325,10 @@ pub fn run(opts: Options) -> ExitCode {
             Source::Codex => codex::synthesize(f, &opts, &counts),
             Source::Gemini => gemini::synthesize(f, &opts, &counts, &gemini_roots),
         };
+        let events = events.map(|mut events| {
+            drop_recorded_live(&mut events, *source, &live, &counts);
+            events
+        });
         let events = match events {
             Ok(e) => e,
             Err(_) => {
