@@ -120,13 +120,43 @@ impl Writer {
     }
 }
 
+/// How long the queue must stay empty before the rows committed meanwhile are indexed: under a
+/// steady stream of events the queue empties between every few requests, and indexing then (a
+/// new FTS segment each time) would halve the rate; a search never waits for this, it catches
+/// the index up itself.
+const QUIET: std::time::Duration = std::time::Duration::from_millis(20);
+
 fn run(mut conn: Connection, mut rx: mpsc::Receiver<Job>, mut dedup: Dedup, stats: Arc<Stats>) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
     let mut stop = false;
     // Rows committed since the full-text index last caught up (an estimate, for load).
     let mut unindexed: u64 = u64::MAX; // unknown at start: catch up once idle
+                                       // For waiting with a timeout on the queue.
+    let clock = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .expect("a timer for the writer");
     while !stop {
-        let Some(first) = rx.blocking_recv() else {
+        let first = if unindexed > 0 {
+            match clock.block_on(async { tokio::time::timeout(QUIET, rx.recv()).await }) {
+                Ok(job) => job,
+                Err(_) => {
+                    // Quiet: index what waits, then wait as long as it takes.
+                    match super::fts::index_pending(&mut conn) {
+                        Ok(n) if n < super::fts::CHUNK as u64 => unindexed = 0,
+                        Ok(_) => {}
+                        Err(e) => {
+                            stats.error(format!("full-text indexing failed (retried later): {e}"));
+                            unindexed = 0;
+                        }
+                    }
+                    continue;
+                }
+            }
+        } else {
+            rx.blocking_recv()
+        };
+        let Some(first) = first else {
             break;
         };
         let mut next = Some(first);
@@ -149,8 +179,8 @@ fn run(mut conn: Connection, mut rx: mpsc::Receiver<Job>, mut dedup: Dedup, stat
         }
         unindexed = unindexed.saturating_add(batch.len() as u64);
         commit_batch(&mut conn, &mut batch, &mut dedup, &stats);
-        // Index what was committed once the queue is empty, or in bulk under sustained load.
-        if !stop && (rx.is_empty() || unindexed >= super::fts::INDEX_UNDER_LOAD) {
+        // Under sustained load, index in bulk.
+        if !stop && unindexed >= super::fts::INDEX_UNDER_LOAD {
             match super::fts::index_pending(&mut conn) {
                 Ok(n) if n < super::fts::CHUNK as u64 => unindexed = 0,
                 Ok(_) => {}
