@@ -83,7 +83,7 @@ impl App {
 pub async fn status(app: &App) -> Result<wire::Status, String> {
     let (sessions, prompts, observations, schema_version) = app
         .readers
-        .run(|c| {
+        .run_once(|c| {
             c.query_row(
                 "SELECT (SELECT COUNT(*) FROM sessions), (SELECT COUNT(*) FROM prompts),
                         (SELECT COUNT(*) FROM observations), (SELECT user_version FROM pragma_user_version)",

@@ -135,16 +135,26 @@ fn fill_from_db(paths: &Paths, s: &mut wire::Status) {
     if !paths.db.exists() {
         return;
     }
-    let flags =
-        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX;
-    let res = rusqlite::Connection::open_with_flags(&paths.db, flags).and_then(|c| {
+    let flags = rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY
+        | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX
+        | rusqlite::OpenFlags::SQLITE_OPEN_URI;
+    let counts = |c: rusqlite::Connection| {
         c.query_row(
             "SELECT (SELECT COUNT(*) FROM sessions), (SELECT COUNT(*) FROM prompts),
                     (SELECT COUNT(*) FROM observations), (SELECT user_version FROM pragma_user_version)",
             [],
             |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, r.get::<_, i64>(2)?, r.get::<_, i64>(3)?)),
         )
-    });
+    };
+    let mut res = rusqlite::Connection::open_with_flags(&paths.db, flags).and_then(counts);
+    // On a read-only file system SQLite cannot make the WAL's shared-memory file; with the
+    // daemon down and the WAL empty nothing can change the file, so read it as immutable.
+    let wal_empty =
+        std::fs::metadata(paths.db.with_extension("db-wal")).map_or(true, |m| m.len() == 0);
+    if res.is_err() && wal_empty && !writable(paths.db.parent()) {
+        let uri = format!("file:{}?immutable=1", uri_path(&paths.db));
+        res = rusqlite::Connection::open_with_flags(uri, flags).and_then(counts);
+    }
     match res {
         Ok((se, pr, ob, v)) => {
             s.sessions = se as u64;
@@ -156,6 +166,25 @@ fn fill_from_db(paths: &Paths, s: &mut wire::Status) {
             .degraded
             .push(format!("cannot read {}: {e}", paths.db.display())),
     }
+}
+
+/// Whether this user may create files in `dir`.
+fn writable(dir: Option<&std::path::Path>) -> bool {
+    let Some(dir) = dir else { return false };
+    let Ok(c) = std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(dir.as_os_str()))
+    else {
+        return false;
+    };
+    // SAFETY: access(2) on a NUL-terminated path.
+    unsafe { libc::access(c.as_ptr(), libc::W_OK) == 0 }
+}
+
+/// A path as the path of an SQLite `file:` URI (`%`, `?` and `#` escaped).
+fn uri_path(p: &std::path::Path) -> String {
+    p.to_string_lossy()
+        .replace('%', "%25")
+        .replace('?', "%3f")
+        .replace('#', "%23")
 }
 
 fn bytes(n: u64) -> String {

@@ -41,6 +41,24 @@ impl Readers {
             .map_err(|e| ReadError::Join(e.to_string()))?
     }
 
+    /// Run `f` on a connection of its own, closed afterwards: for whole-table scans (status
+    /// counts) that would otherwise fill a pooled connection's page cache with pages no query
+    /// needs, and keep them in memory.
+    pub async fn run_once<T, F>(&self, f: F) -> Result<T, ReadError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static,
+    {
+        let path = self.path.clone();
+        tokio::task::spawn_blocking(move || {
+            let conn = super::schema::open_reader(&path)?;
+            conn.execute_batch("PRAGMA cache_size = -1024;")?;
+            Ok(f(&conn)?)
+        })
+        .await
+        .map_err(|e| ReadError::Join(e.to_string()))?
+    }
+
     pub fn run_blocking<T>(
         &self,
         f: impl FnOnce(&Connection) -> rusqlite::Result<T>,
