@@ -378,27 +378,6 @@ impl Iterator for Corpus {
     }
 }
 
-/// `ms` as an RFC 3339 UTC time with milliseconds (civil-from-days, proleptic Gregorian).
-pub fn rfc3339(ms: i64) -> String {
-    let (days, rem) = (ms.div_euclid(86_400_000), ms.rem_euclid(86_400_000));
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
-        rem / 3_600_000,
-        rem / 60_000 % 60,
-        rem / 1000 % 60,
-        rem % 1000
-    )
-}
-
 /// Claude Code transcripts of the corpus's sessions, one file per session, written into `dir`
 /// until they hold at least `records` lines: prompts as user lines, each tool call as an
 /// assistant `tool_use` line and a user `tool_result` line (with `toolUseResult`), each turn's
@@ -429,7 +408,7 @@ pub fn write_claude_transcripts(
             files += 1;
         }
         let w = &mut current.as_mut().expect("a file is open").1;
-        let ts = rfc3339(ev.received_at);
+        let ts = nmem_proto::time::format_rfc3339_ms(ev.received_at);
         let lines_at = lines;
         let mut line = |body: Value| -> std::io::Result<()> {
             uuid += 1;
@@ -483,13 +462,5 @@ mod tests {
         let b: Vec<Vec<u8>> = super::Corpus::new(7, 500, 0).map(|e| e.payload).collect();
         assert_eq!(a, b);
         assert!(a.len() >= 500);
-    }
-
-    #[test]
-    fn rfc3339_round_trips_through_the_parser() {
-        for ms in [0, 1_700_000_000_123, 951_782_400_000, 4_107_542_399_999] {
-            let s = super::rfc3339(ms);
-            assert_eq!(nmem_proto::time::parse_rfc3339_ms(&s), Some(ms), "{s}");
-        }
     }
 }

@@ -1,5 +1,28 @@
-//! Timestamps as people and harnesses write them, to Unix milliseconds. Shared by the daemon
-//! (transcript lines, query dates) and the shims (`nmem import --since`).
+//! Timestamps as people and harnesses write them, to Unix milliseconds and back. Shared by the
+//! daemon (transcript lines, query dates), the shims (`nmem import --since`, tables) and the
+//! benchmark (generated transcripts).
+
+/// Unix milliseconds as `2026-08-20T09:14:07.630Z` (UTC; civil-from-days, proleptic Gregorian).
+pub fn format_rfc3339_ms(ms: i64) -> String {
+    let (days, rem) = (ms.div_euclid(86_400_000), ms.rem_euclid(86_400_000));
+    // Howard Hinnant's civil-from-days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3_600_000,
+        rem / 60_000 % 60,
+        rem / 1000 % 60,
+        rem % 1000
+    )
+}
 
 /// `2026-08-20T09:14:07.630Z` (or with an offset such as `+02:00`) to Unix milliseconds.
 pub fn parse_rfc3339_ms(s: &str) -> Option<i64> {
@@ -68,6 +91,24 @@ pub fn parse_date(s: &str, end_of_day: bool) -> Option<i64> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn formatting_round_trips_through_the_parser() {
+        for ms in [
+            0,
+            1_700_000_000_123,
+            951_782_400_000,
+            4_107_542_399_999,
+            -86_400_001,
+        ] {
+            let s = super::format_rfc3339_ms(ms);
+            assert_eq!(super::parse_rfc3339_ms(&s), Some(ms), "{s}");
+        }
+        assert_eq!(
+            super::format_rfc3339_ms(1_755_680_400_000),
+            "2025-08-20T09:00:00.000Z"
+        );
+    }
+
     use super::*;
 
     #[test]

@@ -112,10 +112,7 @@ fn diagnose_down(paths: &Paths, s: &mut wire::Status) {
         if dir.exists() && !dir.is_dir() {
             s.degraded.push(format!("the database folder {} is not a folder: move that file away, or set NMEM_DB elsewhere", dir.display()));
         } else if dir.is_dir() {
-            let c = std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(dir.as_os_str()))
-                .unwrap_or_default();
-            // SAFETY: access(2) on a NUL-terminated path.
-            if unsafe { libc::access(c.as_ptr(), libc::W_OK) } != 0 {
+            if !writable(Some(dir)) {
                 s.degraded.push(format!("the database folder {} is read-only: make it writable (chmod u+w), then `nmemctl start`", dir.display()));
             }
         }

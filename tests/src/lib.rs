@@ -112,8 +112,15 @@ impl Home {
 
     /// Start nmemd and wait until it answers.
     pub fn start(&self) -> Daemon {
-        let child = self
-            .cmd("nmemd")
+        self.start_with(|_| {})
+    }
+
+    /// Start nmemd with something more set on its command (`NMEM_DB` elsewhere, say), and wait
+    /// until it answers.
+    pub fn start_with(&self, f: impl FnOnce(&mut Command)) -> Daemon {
+        let mut cmd = self.cmd("nmemd");
+        f(&mut cmd);
+        let child = cmd
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::from(

@@ -494,23 +494,10 @@ fn a_full_disk_is_named_loses_nothing_and_recovers() {
     // The database on the small file system; the spool stays on the big one.
     let db = fs.0.join("nmem.db");
     std::fs::write(&home.paths.config, "[spool]\ndrain_interval_ms = 50\n").unwrap();
-    let d = home
-        .cmd("nmemd")
-        .env("NMEM_DB", &db)
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let _guard = KillOnDrop(d);
     let with_db = |c: &mut std::process::Command| {
         c.env("NMEM_DB", &db);
     };
-    wait_until("nmemd answers", std::time::Duration::from_secs(20), || {
-        home.cmd("nmemctl")
-            .arg("status")
-            .env("NMEM_DB", &db)
-            .output()
-            .is_ok_and(|o| o.status.code() == Some(0))
-    });
+    let _d = home.start_with(with_db);
     assert!(home
         .record_with("claude-code", &bash_event("full", 0), with_db)
         .status
@@ -563,15 +550,6 @@ fn a_full_disk_is_named_loses_nothing_and_recovers() {
     assert_eq!(ok, "ok");
 }
 
-struct KillOnDrop(std::process::Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
-        let _ = self.0.wait();
-    }
-}
-
 #[test]
 fn a_read_only_database_folder_is_named_and_hooks_keep_exiting_0() {
     let home = Home::new("readonly");
@@ -582,19 +560,8 @@ fn a_read_only_database_folder_is_named_and_hooks_keep_exiting_0() {
     let db = fs.0.join("nmem.db");
     // A database made while writable, then the file system turned read-only under it.
     {
-        let d = home
-            .cmd("nmemd")
-            .env("NMEM_DB", &db)
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        let _k = KillOnDrop(d);
-        wait_until("nmemd answers", Duration::from_secs(20), || {
-            home.cmd("nmemctl")
-                .arg("status")
-                .env("NMEM_DB", &db)
-                .output()
-                .is_ok_and(|o| o.status.code() == Some(0))
+        let _d = home.start_with(|c| {
+            c.env("NMEM_DB", &db);
         });
         assert!(home
             .record_with("claude-code", &bash_event("ro", 0), |c| {

@@ -94,12 +94,12 @@ pub(super) fn synthesize(
                     if let Some(pid) = v["promptId"].as_str() {
                         e["prompt_id"] = json!(pid);
                     }
-                    out.push(Synth {
-                        id: event_id(&[&session, &uuid, "prompt"]),
+                    out.push(Synth::new(
+                        event_id(&[&session, &uuid, "prompt"]),
                         at,
-                        harness: "claude-code",
-                        payload: e.to_string().into_bytes(),
-                    });
+                        "claude-code",
+                        &e,
+                    ));
                 }
                 Value::Array(blocks) => {
                     for b in blocks.iter().filter(|b| b["type"] == "tool_result") {
@@ -121,12 +121,12 @@ pub(super) fn synthesize(
                         e["tool_name"] = json!(name);
                         e["tool_input"] = input.clone();
                         e["tool_use_id"] = json!(id);
-                        out.push(Synth {
-                            id: event_id(&[&session, id, "tool"]),
+                        out.push(Synth::new(
+                            event_id(&[&session, id, "tool"]),
                             at,
-                            harness: "claude-code",
-                            payload: e.to_string().into_bytes(),
-                        });
+                            "claude-code",
+                            &e,
+                        ));
                     }
                 }
                 _ => {}
@@ -135,12 +135,12 @@ pub(super) fn synthesize(
             Some("system") if v["subtype"] == "compact_boundary" => {
                 let mut e = base("PreCompact");
                 e["trigger"] = v["compactMetadata"]["trigger"].clone();
-                out.push(Synth {
-                    id: event_id(&[&session, &uuid, "compact"]),
+                out.push(Synth::new(
+                    event_id(&[&session, &uuid, "compact"]),
                     at,
-                    harness: "claude-code",
-                    payload: e.to_string().into_bytes(),
-                });
+                    "claude-code",
+                    &e,
+                ));
             }
             Some(_) => {}
             None => {

@@ -14,7 +14,6 @@
 use super::{event_id, Counts, Options, Synth};
 use serde_json::{json, Value};
 use std::collections::{HashMap, HashSet};
-use std::io::BufRead;
 use std::path::Path;
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -129,16 +128,11 @@ pub(super) fn synthesize(
     opts: &Options,
     counts: &Counts,
 ) -> std::io::Result<Vec<Synth>> {
-    let file = std::fs::File::open(path)?;
+    let text = std::fs::read(path)?;
     let tp = path.to_string_lossy().into_owned();
     // Older rollouts have no `user_message` events; then the user's `message` items are used.
-    let has_user_events = {
-        let f = std::fs::File::open(path)?;
-        std::io::BufReader::new(f)
-            .split(b'\n')
-            .map_while(Result::ok)
-            .any(|l| memchr_str(&l, b"\"user_message\""))
-    };
+    let needle: &[u8] = b"\"user_message\"";
+    let has_user_events = text.windows(needle.len()).any(|w| w == needle);
     let mut session = String::new();
     let mut cwd = String::new();
     let mut turn = String::new();
@@ -146,13 +140,12 @@ pub(super) fn synthesize(
     let mut done: HashSet<String> = HashSet::new();
     let mut last_message: Option<(String, i64)> = None;
     let mut out = Vec::new();
-    for (n, line) in std::io::BufReader::new(file).split(b'\n').enumerate() {
-        let line = line?;
+    for (n, line) in text.split(|&c| c == b'\n').enumerate() {
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
         counts.lines.fetch_add(1, Relaxed);
-        let Ok(v) = serde_json::from_slice::<Value>(&line) else {
+        let Ok(v) = serde_json::from_slice::<Value>(line) else {
             counts.skipped.fetch_add(1, Relaxed);
             continue;
         };
@@ -387,10 +380,6 @@ fn flush_turn(
             &e,
         ));
     }
-}
-
-fn memchr_str(hay: &[u8], needle: &[u8]) -> bool {
-    hay.windows(needle.len()).any(|w| w == needle)
 }
 
 #[cfg(test)]

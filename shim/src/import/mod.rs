@@ -163,20 +163,25 @@ impl LiveSince {
     }
 }
 
-/// One synthesized hook event.
+/// One synthesized hook event: its payload, and the two fields the import itself looks at.
 struct Synth {
     id: String,
     at: i64,
     harness: &'static str,
+    event: String,
+    session: String,
     payload: Vec<u8>,
 }
 
 impl Synth {
     fn new(id: String, at: i64, harness: &'static str, payload: &serde_json::Value) -> Synth {
+        let field = |k: &str| payload[k].as_str().unwrap_or_default().to_string();
         Synth {
             id,
             at,
             harness,
+            event: field("hook_event_name"),
+            session: field("session_id"),
             payload: payload.to_string().into_bytes(),
         }
     }
@@ -226,16 +231,13 @@ fn drop_recorded_live(events: &mut Vec<Synth>, source: Source, live: &LiveSince,
     let mut since: std::collections::HashMap<String, Option<i64>> = Default::default();
     let before = events.len();
     events.retain(|e| {
-        let v: serde_json::Value = serde_json::from_slice(&e.payload).unwrap_or_default();
-        let event = v["hook_event_name"].as_str().unwrap_or("");
-        let unmatched = source == Source::Gemini || event == "Stop";
+        let unmatched = source == Source::Gemini || e.event == "Stop";
         if !unmatched {
             return true;
         }
-        let session = v["session_id"].as_str().unwrap_or("").to_string();
         let t = *since
-            .entry(session.clone())
-            .or_insert_with(|| live.get(&session));
+            .entry(e.session.clone())
+            .or_insert_with(|| live.get(&e.session));
         t.is_none_or(|t| e.at < t)
     });
     counts
@@ -247,12 +249,8 @@ fn drop_recorded_live(events: &mut Vec<Synth>, source: Source, live: &LiveSince,
 fn tally(events: &[Synth], counts: &Counts) {
     let mut sessions = std::collections::HashSet::new();
     for e in events {
-        let v: serde_json::Value = serde_json::from_slice(&e.payload).unwrap_or_default();
-        let event = v["hook_event_name"].as_str().unwrap_or("");
-        if let Some(s) = v["session_id"].as_str() {
-            sessions.insert(s.to_string());
-        }
-        match event {
+        sessions.insert(e.session.as_str());
+        match e.event.as_str() {
             "UserPromptSubmit" | "BeforeAgent" => counts.prompts.fetch_add(1, Relaxed),
             _ => counts.observations.fetch_add(1, Relaxed),
         };
