@@ -111,10 +111,8 @@ fn diagnose_down(paths: &Paths, s: &mut wire::Status) {
     if let Some(dir) = paths.db.parent() {
         if dir.exists() && !dir.is_dir() {
             s.degraded.push(format!("the database folder {} is not a folder: move that file away, or set NMEM_DB elsewhere", dir.display()));
-        } else if dir.is_dir() {
-            if !writable(Some(dir)) {
-                s.degraded.push(format!("the database folder {} is read-only: make it writable (chmod u+w), then `nmemctl start`", dir.display()));
-            }
+        } else if dir.is_dir() && !writable(Some(dir)) {
+            s.degraded.push(format!("the database folder {} is read-only: make it writable (chmod u+w), then `nmemctl start`", dir.display()));
         }
     }
     if let Ok(log) = std::fs::read_to_string(paths.daemon_log()) {
