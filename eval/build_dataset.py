@@ -5,7 +5,8 @@ Deterministic (stdlib only, no clock, no unseeded randomness): running it twice 
 output. The histories themselves live in eval/histories/hNN_*.py, written in the small authoring DSL
 defined here; this file expands that DSL into full hook payloads for Claude Code, Codex CLI, Gemini
 CLI and Cursor (shapes copied from the hook fixtures), checks every question against its gold events,
-and writes the JSON.
+adds the paraphrase set (eval/paraphrases.py, each entry checked with validate.paraphrase_leaks), and
+writes the JSON.
 
     python3 eval/build_dataset.py            # writes eval/nmem-eval.json
     python3 eval/build_dataset.py --check    # exit 1 if the committed file is stale
@@ -218,6 +219,7 @@ class History:
         self.nq += 1
         self.ds.questions.append({
             "question_id": None,  # numbered at the end
+            "set": "main",
             "history_id": self.hid,
             "question_type": qtype,
             "question": question,
@@ -1087,7 +1089,50 @@ def build():
     for n, (_, q) in enumerate(qs, 1):
         q["question_id"] = f"q{n:03d}"
         ds.questions.append(q)
+    ds.questions += paraphrase_questions(ds, order)
     return ds
+
+
+PARAPHRASE_KINDS = ("symptom", "intent", "concept", "everyday")
+
+
+def paraphrase_questions(ds, order):
+    """The paraphrase set (eval/paraphrases.py): each entry restates a main question in words its gold record
+    does not contain, numbered after the main questions (in history order, then in file order). Exits with
+    every violation listed when an entry fails validate.paraphrase_leaks."""
+    import paraphrases
+    import validate
+
+    main = {q["question_id"]: q for q in ds.questions}
+    events = {eid: ev for h in ds.histories for eid, ev in h.events.items()}
+    rows = sorted(enumerate(paraphrases.PARAPHRASES), key=lambda ir: (order[main[ir[1][0]]["history_id"]], ir[0]))
+    out, bad, seen = [], [], set()
+    for n, (_, (of, kind, question, search_query)) in enumerate(rows, len(ds.questions) + 1):
+        m = main[of]
+        assert of not in seen, f"paraphrase of {of} twice"
+        seen.add(of)
+        assert kind in PARAPHRASE_KINDS, (of, kind)
+        assert 1 <= len(search_query.split()) <= 4, (of, search_query)
+        leaks = validate.paraphrase_leaks(question, search_query, [events[g]["payload"] for g in m["gold_event_ids"]])
+        if leaks:
+            bad.append(f"  paraphrase of {of}: {question!r} / {search_query!r} shares {', '.join(leaks)}")
+        out.append({
+            "question_id": f"q{n:03d}",
+            "set": "paraphrase",
+            "paraphrase_of": of,
+            "paraphrase_kind": kind,
+            "history_id": m["history_id"],
+            "question_type": m["question_type"],
+            "question": question,
+            "search_query": search_query,
+            "answer": m["answer"],
+            "answer_keys": list(m["answer_keys"]),
+            "gold_event_ids": list(m["gold_event_ids"]),
+        })
+    if bad:
+        print(f"{len(bad)} paraphrase question(s) use words of their gold record:\n" + "\n".join(bad), file=sys.stderr)
+        sys.exit(1)
+    return out
 
 
 def main():
@@ -1103,8 +1148,10 @@ def main():
     with open(OUT, "w", encoding="utf-8", newline="\n") as f:
         f.write(text)
     nev = sum(len(s.events) for h in ds.histories for s in h.sessions)
+    npara = sum(1 for q in ds.questions if q["set"] == "paraphrase")
     print(f"wrote {os.path.relpath(OUT)}: {len(ds.histories)} histories, "
-          f"{sum(len(h.sessions) for h in ds.histories)} sessions, {nev} events, {len(ds.questions)} questions")
+          f"{sum(len(h.sessions) for h in ds.histories)} sessions, {nev} events, {len(ds.questions)} questions "
+          f"({len(ds.questions) - npara} main, {npara} paraphrase, all {npara} passed the paraphrase check)")
 
 
 if __name__ == "__main__":

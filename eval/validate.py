@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Check eval/nmem-eval.json (or the file given) against the nmem-eval/1 format.
+"""Check eval/nmem-eval.json (or the file given) against the nmem-eval/1 format, including the paraphrase
+set's rule (paraphrase_leaks: no normalised word of a paraphrase question or its search_query in its gold record).
 
     python3 eval/validate.py [path]
 
@@ -64,6 +65,123 @@ ASSIGNMENT = re.compile(
     r"credentials?|auth_?key|signing_?key)[A-Za-z0-9_\-]*[\"']?\s*[:=]\s*"
     r"(?:\"([^\"\n]{4,})\"|'([^'\n]{4,})'|([^\s\"',;&|]{4,}))")
 CODE_PREFIXES = ("process.env", "os.environ", "env.", "config.", "settings.", "self.", "this.", "req.", "args.")
+
+
+# ---- the paraphrase rule (questions with "set": "paraphrase"; see README, "Paraphrase set")
+#
+# No normalised content word of the question or of its search_query may occur among the normalised
+# words of the gold record. Normalisation: split on every character that is not an ASCII letter or digit, split
+# identifiers at camelCase and letter/digit boundaries ("parseInvoiceTotal" -> parse invoice total,
+# "HTTPServer" -> http server, "utf8" -> utf 8), lowercase, drop STOPWORDS, then stem().
+
+PARAPHRASE_MIN_PER_TYPE = 10
+PARAPHRASE_KINDS = ("symptom", "intent", "concept", "everyday")
+
+# function words and question words; nothing else is dropped (every other word counts, whatever its length)
+STOPWORDS = frozenset("""
+a an the this that these those some any all each every no none both either neither such other another
+i me my mine we us our ours you your yours he him his she her hers it its they them their theirs
+is am are was were be been being do does did doing done have has had having
+will would shall should can could may might must
+of to in on at by for with from into onto about as over under after before between through during without
+within against up down out off via per
+and or but nor if then than so because while though although since until unless
+not also just only very too again ever still yet now there here
+what which who whom whose why how when where whether
+s t d ll re ve m didn doesn isn wasn weren don aren haven hasn hadn couldn wouldn shouldn won
+""".split())
+
+# key names whose values are not the work but the call: ids, the harness's paths, the hook event and
+# tool names, and harness metadata (model, modes, versions, user, clocks, status flags)
+PARAPHRASE_SKIP_KEYS = frozenset({
+    "session_id", "conversation_id", "thread-id", "turn-id", "turn_id", "tool_use_id", "prompt_id", "generation_id",
+    "agent_id", "cwd", "workspace_roots", "transcript_path", "agent_transcript_path", "hook_event_name", "tool_name",
+    "type", "model", "permission_mode", "effort", "cursor_version", "user_email", "timestamp", "composer_mode",
+    "final_status", "status", "reason", "source", "notification_type", "agent_type", "trigger",
+})
+
+_SPLIT = re.compile(r"[^A-Za-z0-9]+")
+_CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
+# tried in this order; see stem()
+_SUFFIXES = (("ations", "ate"), ("ation", "ate"), ("ings", ""), ("ions", ""), ("ing", ""), ("ion", ""), ("ers", ""),
+             ("ies", "y"), ("ied", "y"), ("er", ""), ("es", ""), ("ed", ""), ("ly", ""), ("s", ""), ("e", ""),
+             ("d", ""))
+
+
+def stem(w):
+    """A light suffix stripper (not Porter), applied until nothing changes: the first of _SUFFIXES the word
+    ends with is replaced if at least 3 characters remain (a final "s" after "s" stays: class, process; a
+    final "d" goes only after "e": used -> use), and a doubled final consonant other than l or s left by
+    stripping is undoubled (stopped -> stop). crashed/crashes/crashing -> crash, retries/retried -> retry,
+    migration/migrated/migrate -> migrat, workers/worker -> work, caches/cached -> cach."""
+    while True:
+        for suf, rep in _SUFFIXES:
+            if (w.endswith(suf) and len(w) - len(suf) >= 3 and not (suf == "s" and w.endswith("ss"))
+                    and not (suf == "d" and not w.endswith("ed"))):
+                base = w[: len(w) - len(suf)] + rep
+                if rep == "" and len(base) >= 4 and base[-1] == base[-2] and base[-1] not in "aeiouls":
+                    base = base[:-1]
+                break
+        else:
+            return w
+        if base == w:
+            return w
+        w = base
+
+
+def words(text):
+    """The normalised content words of a text (stems, stopwords dropped)."""
+    out = set()
+    for chunk in _SPLIT.split(text):
+        for tok in _CAMEL.findall(chunk):
+            t = tok.lower()
+            if t and t not in STOPWORDS:
+                out.add(stem(t))
+    return out
+
+
+def record_strings(v, top=True):
+    """Every string value of a payload, except the values of PARAPHRASE_SKIP_KEYS at its top level (and of "cwd"
+    at any depth: Cursor repeats it in tool_input). A JSON string that holds JSON (Cursor's tool_output,
+    result_json) is read as its text, which includes its values."""
+    if isinstance(v, str):
+        yield v
+    elif isinstance(v, dict):
+        for k, x in v.items():
+            if k == "cwd" or (top and k in PARAPHRASE_SKIP_KEYS):
+                continue
+            yield from record_strings(x, False)
+    elif isinstance(v, list):
+        for x in v:
+            yield from record_strings(x, False)
+
+
+def record_words(payloads):
+    out = set()
+    for p in payloads:
+        for s in record_strings(p):
+            out |= words(s)
+    return out
+
+
+PREFIX_MIN = 4
+
+
+def paraphrase_leaks(question, search_query, payloads):
+    """The normalised words of the question or its search_query that the gold payloads share (empty = passes):
+    a word leaks if its stem equals a gold stem, or if one stem is a prefix of the other and the shorter has at
+    least PREFIX_MIN characters (config ~ configurat, auth ~ authentic: what a prefix query would find)."""
+    gold = record_words(payloads)
+    long_gold = sorted(g for g in gold if len(g) >= PREFIX_MIN)
+    leaks = []
+    for w in sorted(words(question) | words(search_query)):
+        if w in gold:
+            leaks.append(w)
+        elif len(w) >= PREFIX_MIN:
+            hit = next((g for g in long_gold if g.startswith(w) or w.startswith(g)), None)
+            if hit:
+                leaks.append(f"{w}~{hit}")
+    return leaks
 
 
 def looks_like_a_value(v):
@@ -247,13 +365,22 @@ def validate(data):
 
     qids = set()
     per_type, per_history = Counter(), Counter()
+    para_type, para_harness, para_kind, para_history, para_passed = Counter(), Counter(), Counter(), set(), 0
+    main_qs = {q.get("question_id"): q for q in qs if q.get("set", "main") == "main"}
+    harness_of = {h.get("history_id"): h.get("harness") for h in hs}
     for q in qs:
         qid = q.get("question_id")
         if not isinstance(qid, str) or not re.fullmatch(r"q\d{3,}", qid) or qid in qids:
             r.err(f"bad or duplicate question_id {qid!r}")
         qids.add(qid)
-        extra = set(q) - {"question_id", "history_id", "question_type", "question", "search_query", "answer",
-                          "answer_keys", "gold_event_ids"}
+        qset = q.get("set", "main")
+        allowed = {"question_id", "set", "history_id", "question_type", "question", "search_query", "answer",
+                   "answer_keys", "gold_event_ids"}
+        if qset == "paraphrase":
+            allowed |= {"paraphrase_of", "paraphrase_kind"}
+        elif qset != "main":
+            r.err(f"{qid}: set {qset!r} is not main or paraphrase")
+        extra = set(q) - allowed
         if extra:
             r.err(f"{qid}: unexpected keys {sorted(extra)}")
         hid = q.get("history_id")
@@ -262,8 +389,23 @@ def validate(data):
         qt = q.get("question_type")
         if qt not in QUESTION_TYPES:
             r.err(f"{qid}: question_type {qt!r} not one of {QUESTION_TYPES}")
-        per_type[qt] += 1
-        per_history[hid] += 1
+        if qset == "paraphrase":
+            para_type[qt] += 1
+            para_harness[harness_of.get(hid)] += 1
+            para_kind[q.get("paraphrase_kind")] += 1
+            para_history.add(hid)
+            of = q.get("paraphrase_of")
+            if of is not None:
+                m = main_qs.get(of)
+                if m is None:
+                    r.err(f"{qid}: paraphrase_of {of!r} is not a main question")
+                elif any(m.get(f) != q.get(f) for f in ("history_id", "question_type", "gold_event_ids")):
+                    r.err(f"{qid}: history, type or gold differ from {of}, which it paraphrases")
+            if q.get("paraphrase_kind") not in PARAPHRASE_KINDS:
+                r.err(f"{qid}: paraphrase_kind {q.get('paraphrase_kind')!r} not one of {PARAPHRASE_KINDS}")
+        else:
+            per_type[qt] += 1
+            per_history[hid] += 1
         for f in ("question", "search_query", "answer"):
             if not isinstance(q.get(f), str) or not q[f].strip():
                 r.err(f"{qid}: {f} missing")
@@ -311,16 +453,28 @@ def validate(data):
                                 hidden = True
                 if hidden:
                     r.warn(f"{qid}: answer key {k!r} sits in a secret-like assignment and may be redacted by nmem")
+        if qset == "paraphrase":
+            leaks = paraphrase_leaks(str(q.get("question", "")), str(q.get("search_query", "")),
+                                     [events[g][3] for g in gold if g in events])
+            if leaks:
+                r.err(f"{qid}: paraphrase question or search_query uses words of its gold record: {', '.join(leaks)}")
+            else:
+                para_passed += 1
         if qt == "knowledge_update" and len(gold) > 1:
             kinds = {events[g][2] for g in gold if g in events}
             if len(kinds) == 1:
                 r.warn(f"{qid}: knowledge_update with {len(gold)} gold events of one kind")
 
-    if len(qs) < MIN_QUESTIONS:
-        r.err(f"{len(qs)} questions, need at least {MIN_QUESTIONS}")
+    if len(main_qs) < MIN_QUESTIONS:
+        r.err(f"{len(main_qs)} main questions, need at least {MIN_QUESTIONS}")
     for t in QUESTION_TYPES:
         if per_type[t] < MIN_PER_TYPE:
-            r.err(f"{per_type[t]} {t} questions, need at least {MIN_PER_TYPE}")
+            r.err(f"{per_type[t]} main {t} questions, need at least {MIN_PER_TYPE}")
+        if para_type[t] < PARAPHRASE_MIN_PER_TYPE:
+            r.err(f"{para_type[t]} paraphrase {t} questions, need at least {PARAPHRASE_MIN_PER_TYPE}")
+    for hn in HARNESSES:
+        if not para_harness[hn]:
+            r.err(f"no paraphrase question on a {hn} history")
     for hid in sorted(hist_ids):
         if per_history[hid] < MIN_Q_PER_HISTORY:
             r.err(f"{hid}: {per_history[hid]} questions, need at least {MIN_Q_PER_HISTORY}")
@@ -335,7 +489,14 @@ def validate(data):
     stats = {
         "histories": len(hs), "histories_per_harness": dict(sorted(harness_count.items())),
         "sessions": sum(len(h.get("sessions") or []) for h in hs), "events": len(events),
-        "questions": len(qs), "questions_per_type": {t: per_type[t] for t in QUESTION_TYPES},
+        "questions": len(qs), "main_questions": len(main_qs),
+        "main_questions_per_type": {t: per_type[t] for t in QUESTION_TYPES},
+        "paraphrase_questions": sum(para_type.values()),
+        "paraphrase_per_type": {t: para_type[t] for t in QUESTION_TYPES},
+        "paraphrase_per_harness": {hn: para_harness[hn] for hn in HARNESSES},
+        "paraphrase_per_kind": {k: para_kind[k] for k in PARAPHRASE_KINDS},
+        "paraphrase_histories": len(para_history),
+        "paraphrase_passed": para_passed,
     }
     return r, stats
 
@@ -351,6 +512,8 @@ def main():
     for e in r.errors:
         print(f"error: {e}")
     print(json.dumps(stats, indent=1))
+    print(f"paraphrase check: {stats['paraphrase_passed']} of {stats['paraphrase_questions']} paraphrase questions "
+          f"share no normalised word with their gold record")
     if r.errors:
         print(f"FAILED: {len(r.errors)} error(s), {len(r.warnings)} warning(s)")
         sys.exit(1)
