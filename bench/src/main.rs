@@ -65,7 +65,15 @@ fn main() -> anyhow::Result<()> {
 
     let bins = bin_dir();
     if let Some(file) = opt("--eval") {
-        return eval::run(&bins, Path::new(&file), json_out.as_deref(), start_daemon);
+        let model = opt("--model").map(PathBuf::from);
+        let config = opt("--config").map(PathBuf::from);
+        return eval::run(
+            &bins,
+            Path::new(&file),
+            json_out.as_deref(),
+            eval::Options { model, config },
+            start_daemon,
+        );
     }
     if let Some(dir) = opt("--fill") {
         // Only build a corpus database in DIR (kept, daemon stopped), for analysis.

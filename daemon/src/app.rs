@@ -19,6 +19,7 @@ pub struct App {
     pub ingest: Ingest,
     pub writer: Writer,
     pub readers: Readers,
+    pub semantic: Arc<crate::semantic::Semantic>,
     pub stats: Arc<Stats>,
     pub started: Instant,
     /// Problems a person must fix, each saying how (bad config patterns, …).
@@ -68,6 +69,10 @@ impl App {
         let app = App {
             ingest,
             readers,
+            semantic: Arc::new(crate::semantic::Semantic::new(
+                config.embed.clone(),
+                paths.models.clone(),
+            )),
             writer,
             stats,
             started: Instant::now(),
@@ -120,6 +125,7 @@ pub async fn status(app: &App) -> Result<wire::Status, String> {
     s.last_write_ms = nonzero(Stats::get(&st.last_write_ms));
     s.last_maintenance_ms = nonzero(Stats::get(&st.last_maintenance_ms));
     s.degraded.extend(app.warnings.iter().cloned());
+    s.embedding = embedding(app).await;
     if Stats::get(&st.commit_failing) == 1 {
         s.degraded.push(format!(
             "writes are failing ({}): check the free space and permissions of {}; hooks keep spooling meanwhile",
@@ -128,4 +134,30 @@ pub async fn status(app: &App) -> Result<wire::Status, String> {
         ));
     }
     Ok(s)
+}
+
+/// The embedding part of status: absent when no model is installed and none was ever used.
+pub async fn embedding(app: &App) -> Option<wire::Embedding> {
+    let counts = app
+        .readers
+        .run_once(crate::semantic::counts)
+        .await
+        .ok()
+        .flatten();
+    let problem = match app.semantic.availability() {
+        crate::semantic::Availability::Broken(p) => Some(p),
+        _ => None,
+    };
+    let active = app.semantic.active();
+    if active.is_none() && problem.is_none() {
+        return None;
+    }
+    let (_, embedded, pending) = counts.unwrap_or_default();
+    Some(wire::Embedding {
+        model: active.map(|a| a.name),
+        embedded: embedded as u64,
+        pending: pending as u64,
+        problem,
+        embedder_pid: app.semantic.child_pid(),
+    })
 }

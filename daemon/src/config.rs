@@ -17,6 +17,72 @@ pub struct Config {
     pub capture: CaptureConfig,
     pub digest: DigestConfig,
     pub retention: RetentionConfig,
+    pub search: SearchConfig,
+    pub embed: EmbedConfig,
+}
+
+/// How search fuses its sources (weighted reciprocal rank fusion). The defaults were measured on
+/// the eval (`scripts/eval`); change them to compare, not to tune one question.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SearchConfig {
+    /// The RRF constant: a source's result at rank r adds weight / (k + r).
+    pub rrf_k: f64,
+    /// Weight of results matching every word of the query.
+    pub weight_all_words: f64,
+    /// Weight of results matching every meaningful word (question words dropped).
+    pub weight_meaningful_words: f64,
+    /// Weight of results matching any of the words.
+    pub weight_any_word: f64,
+    /// Weight of observations made under a prompt whose words match.
+    pub weight_context: f64,
+    /// Weight of results found by their meaning (embeddings).
+    pub weight_semantic: f64,
+    /// Weight of the identifier words (`parseInvoiceTotal` → parse invoice total) in BM25,
+    /// relative to the text itself.
+    pub weight_identifiers: f64,
+    /// Match a query's words against the prompts observations were made under.
+    pub context: bool,
+    /// Match `camelCase` query terms against their parts.
+    pub split_identifiers: bool,
+}
+
+impl Default for SearchConfig {
+    fn default() -> Self {
+        SearchConfig {
+            rrf_k: 60.0,
+            weight_all_words: 1.0,
+            weight_meaningful_words: 0.5,
+            weight_any_word: 0.2,
+            weight_context: 0.3,
+            weight_semantic: 1.0,
+            weight_identifiers: 0.5,
+            context: true,
+            split_identifiers: true,
+        }
+    }
+}
+
+/// The embedding model's child process.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EmbedConfig {
+    /// Use an installed embedding model (hybrid search); false keeps search lexical.
+    pub enabled: bool,
+    /// Stop the embedder after this many idle seconds (its memory is released).
+    pub idle_secs: u64,
+    /// Memory for the in-memory vector codes of recently searched projects.
+    pub cache_mb: u64,
+}
+
+impl Default for EmbedConfig {
+    fn default() -> Self {
+        EmbedConfig {
+            enabled: true,
+            idle_secs: 300,
+            cache_mb: 16,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -24,6 +24,7 @@ pub mod query;
 pub mod redact;
 pub mod reredact;
 pub mod retention;
+pub mod semantic;
 pub mod server;
 pub mod spool;
 pub mod stats;

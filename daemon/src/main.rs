@@ -130,6 +130,12 @@ fn run() -> anyhow::Result<()> {
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let drainer = tokio::spawn(spool::run(app.clone(), stop_rx.clone()));
         let maintainer = tokio::spawn(nmem_daemon::maintain::idle_loop(app.clone(), stop_rx));
+        // Semantic search: the installed model, and the thread that embeds what waits.
+        if let Err(e) = app.semantic.activate(&app.writer).await {
+            tracing::warn!("embedding model not activated: {e}");
+        }
+        let embedder =
+            nmem_daemon::semantic::spawn_backfill(app.clone(), tokio::runtime::Handle::current());
         axum::serve(listener, server::router(app.clone()))
             .with_graceful_shutdown(listener::shutdown_signal())
             .await?;
@@ -137,6 +143,8 @@ fn run() -> anyhow::Result<()> {
         let _ = stop_tx.send(true);
         let _ = drainer.await;
         let _ = maintainer.await;
+        app.semantic.stop();
+        let _ = tokio::task::spawn_blocking(move || embedder.join()).await;
         app.writer.shutdown().await;
         anyhow::Ok(())
     })?;

@@ -40,7 +40,7 @@ pub fn run(c: &mut Connection, db: &std::path::Path) -> Result<Report, String> {
         ) {
             Ok(_) => integrity.push(format!("{t} ok")),
             Err(err) => integrity.push(format!(
-                "{t} FAILED: {err} (back up with `nmemctl backup`, then rebuild the index: sqlite3 nmem.db \"INSERT INTO {t}({t}) VALUES('rebuild')\" with nmemd stopped)"
+                "{t} FAILED: {err} (back up with `nmemctl backup`, then rebuild the index: with nmemd stopped, sqlite3 nmem.db \"INSERT INTO {t}({t}) VALUES('delete-all'); UPDATE fts_state SET observations_upto = 0, prompts_upto = 0\", then start nmemd: it indexes everything again)"
             )),
         }
         c.execute(&format!("INSERT INTO {t}({t}) VALUES ('optimize')"), [])

@@ -37,6 +37,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route(wire::PATH_RETENTION, post(retention))
         .route(wire::PATH_PURGE, post(purge))
         .route(wire::PATH_REDACT, post(redact))
+        .route(wire::PATH_MODEL_RELOAD, post(model_reload))
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
         .layer(axum::middleware::map_response(stamp_version))
@@ -124,8 +125,17 @@ fn body<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
 async fn search(
     State(app): State<Arc<App>>,
     b: Bytes,
-) -> Result<Json<Vec<query_types::SearchHit>>, ApiError> {
+) -> Result<Json<query_types::SearchReply>, ApiError> {
     Ok(Json(query::search(&app, body(&b)?).await?))
+}
+
+/// `nmemctl model import|remove` changed the models folder: use what is there now.
+async fn model_reload(State(app): State<Arc<App>>) -> Result<Json<wire::Embedding>, ApiError> {
+    app.semantic
+        .activate(&app.writer)
+        .await
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, code::INTERNAL, e))?;
+    Ok(Json(crate::app::embedding(&app).await.unwrap_or_default()))
 }
 
 async fn observations(

@@ -19,6 +19,8 @@ pub struct Paths {
     pub config: PathBuf,
     /// Logs, lock files and small state.
     pub state: PathBuf,
+    /// Embedding models imported with `nmemctl model import`, one folder each.
+    pub models: PathBuf,
 }
 
 impl Paths {
@@ -52,6 +54,7 @@ impl Paths {
             spool: home.join("spool"),
             config: home.join("config.toml"),
             state: home.to_path_buf(),
+            models: home.join("models"),
         }
     }
 
@@ -74,6 +77,7 @@ impl Paths {
             spool: state.join("spool"),
             config: dirs.config_dir().join("config.toml"),
             state,
+            models: dirs.data_dir().join("models"),
         }
     }
 

@@ -107,6 +107,84 @@ pub struct SearchRequest {
     /// The client's working directory, for the default project.
     #[serde(default)]
     pub cwd: Option<String>,
+    /// Which sources to search: `hybrid` (words and meaning; the default when an embedding
+    /// model is installed), `lexical` (words only; the default otherwise) or `semantic`
+    /// (meaning only). `order_by` still orders the results.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<SearchMode>,
+}
+
+/// The sources a search uses.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum SearchMode {
+    Hybrid,
+    Lexical,
+    Semantic,
+}
+
+impl SearchMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SearchMode::Hybrid => "hybrid",
+            SearchMode::Lexical => "lexical",
+            SearchMode::Semantic => "semantic",
+        }
+    }
+}
+
+/// The reply of `/v1/search`: the results, and how the search was done.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct SearchReply {
+    pub items: Vec<SearchHit>,
+    /// The sources used: `hybrid`, `lexical` or `semantic`.
+    pub mode: String,
+    /// How the query text was used.
+    pub query: QueryUse,
+    /// What a reader should know about this search (no embedding model, a reduced query, an
+    /// index being rebuilt), each saying what to do.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+/// How the query text was searched.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct QueryUse {
+    /// `words` (each term matched as written) or `fts` (FTS5 syntax, as given).
+    pub syntax: String,
+    /// The terms searched (plain text), after a long text was reduced.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub terms: Vec<String>,
+    /// Terms left out because the text was long.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub dropped_terms: usize,
+    /// The embedding model the query was embedded with, when it was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+/// How one result was found: by which source, at which rank of that source.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RetrievalSource {
+    /// `lexical` (the words), `semantic` (the meaning), or `context` (the prompt it served
+    /// matched the words).
+    pub source: String,
+    /// 1-based rank within that source.
+    pub rank: u32,
+    /// Lexical: `all_words`, `meaningful_words` or `any_word` (looser tiers count less).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tier: Option<String>,
+    /// Semantic: the cosine similarity to the query.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub similarity: Option<f32>,
+    /// Context: the prompt whose words matched.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_id: Option<i64>,
 }
 
 /// One search result: an observation's preview, or a prompt with its full text.
@@ -127,7 +205,12 @@ pub struct SearchHit {
     pub file_path: Option<String>,
     pub session_id: String,
     pub project: String,
+    /// The fused score (higher is better): weighted reciprocal ranks of the sources that found
+    /// it.
     pub score: f64,
+    /// How it was found.
+    #[serde(default)]
+    pub retrieval_sources: Vec<RetrievalSource>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, Default)]

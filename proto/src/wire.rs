@@ -9,11 +9,12 @@
 //! | `POST /v1/events/batch` | [`BatchEvent`] lines (JSON lines, one event each, in order) | [`BatchReply`], sent after every commit |
 //! | `GET /v1/health` | | [`Health`] |
 //! | `GET /v1/status` | | [`Status`] |
-//! | `POST /v1/search` | [`crate::query::SearchRequest`] | `[SearchHit]` |
+//! | `POST /v1/search` | [`crate::query::SearchRequest`] | [`crate::query::SearchReply`] |
 //! | `POST /v1/observations` | [`crate::query::GetRequest`] | `[Observation]` |
 //! | `POST /v1/timeline` | [`crate::query::TimelineRequest`] | [`crate::query::Timeline`] |
 //! | `POST /v1/recent` | [`crate::query::RecentRequest`] | `[Observation]` |
 //! | `POST /v1/memories` | [`crate::query::SaveRequest`] | [`crate::query::Saved`] |
+//! | `POST /v1/model/reload` | | [`Embedding`] (after `nmemctl model import|remove`) |
 
 use serde::{Deserialize, Serialize};
 
@@ -31,6 +32,7 @@ pub const PATH_PIN: &str = "/v1/pin";
 pub const PATH_RETENTION: &str = "/v1/retention";
 pub const PATH_PURGE: &str = "/v1/purge";
 pub const PATH_REDACT: &str = "/v1/redact";
+pub const PATH_MODEL_RELOAD: &str = "/v1/model/reload";
 
 /// Unique per `nmem record` invocation; makes a replay from the spool idempotent.
 pub const H_EVENT_ID: &str = "x-nmem-event-id";
@@ -182,4 +184,24 @@ pub struct Status {
     /// Problems that need a person, each saying what to do. Empty when healthy.
     #[serde(default)]
     pub degraded: Vec<String>,
+    /// The embedding model and its progress; absent when none is installed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub embedding: Option<Embedding>,
+}
+
+/// Semantic search's state: the model, how many rows have a vector, how many wait.
+#[derive(Debug, Clone, Serialize, Deserialize, Default, PartialEq)]
+pub struct Embedding {
+    /// The active model's id (`all-MiniLM-L6-v2`), or null when none is installed.
+    pub model: Option<String>,
+    /// Rows (observations and prompts) with a vector of that model.
+    pub embedded: u64,
+    /// Rows waiting to be embedded.
+    pub pending: u64,
+    /// Why the model cannot be used, when it cannot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub problem: Option<String>,
+    /// The embedder's process id while it runs (it stops when idle).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub embedder_pid: Option<u32>,
 }

@@ -4,8 +4,8 @@
 
 use crate::daemon_client::{post, CallError};
 use nmem_proto::query::{
-    GetRequest, Observation, OneOrMany, OrderBy, RecentRequest, SaveRequest, Saved, SearchHit,
-    SearchRequest, Timeline, TimelineRequest, When,
+    GetRequest, Observation, OneOrMany, OrderBy, RecentRequest, RetrievalSource, SaveRequest,
+    Saved, SearchMode, SearchReply, SearchRequest, Timeline, TimelineRequest, When,
 };
 use nmem_proto::wire;
 use std::process::ExitCode;
@@ -50,41 +50,50 @@ fn finish<T: serde::Serialize>(
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-pub fn search(
-    query: Vec<String>,
-    project: Option<Option<String>>,
-    types: Vec<String>,
-    files: Vec<String>,
-    since: Option<String>,
-    until: Option<String>,
-    order: Option<OrderBy>,
-    limit: Option<i64>,
-    offset: Option<i64>,
-    json: bool,
-) -> ExitCode {
+/// `nmem search`'s arguments.
+pub struct SearchArgs {
+    pub query: Vec<String>,
+    pub project: Option<Option<String>>,
+    pub types: Vec<String>,
+    pub files: Vec<String>,
+    pub since: Option<String>,
+    pub until: Option<String>,
+    pub order: Option<OrderBy>,
+    pub mode: Option<SearchMode>,
+    pub limit: Option<i64>,
+    pub offset: Option<i64>,
+    pub json: bool,
+    pub explain: bool,
+}
+
+pub fn search(a: SearchArgs) -> ExitCode {
     let req = SearchRequest {
         format: None,
-        query: query.join(" "),
-        project,
-        obs_type: (!types.is_empty()).then_some(OneOrMany::Many(types)),
-        files: (!files.is_empty()).then_some(OneOrMany::Many(files)),
-        date_start: since.map(When::Text),
-        date_end: until.map(When::Text),
-        order_by: order,
-        limit,
-        offset,
+        query: a.query.join(" "),
+        project: a.project,
+        obs_type: (!a.types.is_empty()).then_some(OneOrMany::Many(a.types)),
+        files: (!a.files.is_empty()).then_some(OneOrMany::Many(a.files)),
+        date_start: a.since.map(When::Text),
+        date_end: a.until.map(When::Text),
+        order_by: a.order,
+        limit: a.limit,
+        offset: a.offset,
         include_prompts: None,
         cwd: cwd(),
+        mode: a.mode,
     };
+    let explain = a.explain;
     finish(
-        post::<_, Vec<SearchHit>>(wire::PATH_SEARCH, &req),
-        json,
-        |hits| {
-            if hits.is_empty() {
+        post::<_, SearchReply>(wire::PATH_SEARCH, &req),
+        a.json,
+        |reply| {
+            for n in &reply.notes {
+                eprintln!("note: {n}");
+            }
+            if reply.items.is_empty() {
                 println!("no results");
             }
-            for h in hits {
+            for h in &reply.items {
                 let id = if h.kind == "prompt" {
                     format!("p{}", h.id)
                 } else {
@@ -97,9 +106,35 @@ pub fn search(
                     h.project,
                     one_line(&h.content_preview)
                 );
+                if explain {
+                    println!("{:>10}{}", "", found_by(&h.retrieval_sources));
+                }
             }
         },
     )
+}
+
+/// How a result was found, in one line: `lexical all_words #1 · semantic #3 (0.61)`.
+pub fn found_by(sources: &[RetrievalSource]) -> String {
+    sources
+        .iter()
+        .map(|s| {
+            let mut t = s.source.clone();
+            if let Some(tier) = &s.tier {
+                t.push(' ');
+                t.push_str(tier);
+            }
+            t.push_str(&format!(" #{}", s.rank));
+            if let Some(sim) = s.similarity {
+                t.push_str(&format!(" ({sim:.2})"));
+            }
+            if let Some(p) = s.prompt_id {
+                t.push_str(&format!(" (prompt p{p})"));
+            }
+            t
+        })
+        .collect::<Vec<_>>()
+        .join(" · ")
 }
 
 pub fn get(ids: Vec<i64>, json: bool) -> ExitCode {

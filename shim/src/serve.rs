@@ -103,11 +103,13 @@ impl Nmem {
     }
 
     #[tool(
-        description = "Full-text search of past observations and prompts (BM25). Plain words, \
-        paths and identifiers match as written; FTS5 syntax (AND/OR/NOT, \"phrase\", prefix*) is \
-        used as is. Filters: project (default: current; null: all), obs_type (one or a list), \
+        description = "Search past observations and prompts by words and by meaning. Ask in \
+        plain words or paste names, paths and error text; FTS5 syntax (AND/OR/NOT, \"phrase\", \
+        prefix*) is used as is. mode: hybrid (default with an embedding model) | lexical | \
+        semantic. Filters: project (default: current; null: all), obs_type (one or a list), \
         files, date_start/date_end; order_by relevance|date_desc|date_asc|blended; limit (20, max \
-        100), offset. Returns 120-character previews with ids for timeline and get_observations."
+        100), offset. Returns {items, mode, query, notes}: each item a 120-character preview with \
+        its id (for timeline and get_observations) and retrieval_sources (how it was found)."
     )]
     async fn search(
         &self,
@@ -258,6 +260,17 @@ fn render_text(v: &Value) -> String {
             o["project"].as_str().unwrap_or("")
         )
     }
+    if let Some(items) = v.get("items").filter(|_| v.get("mode").is_some()) {
+        // A search reply: its notes, then one line per item.
+        let mut out: Vec<String> = v["notes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|n| n.as_str().map(|n| format!("note: {n}")))
+            .collect();
+        out.push(render_text(items));
+        return out.join("\n");
+    }
     match v {
         Value::Array(items) if items.is_empty() => "no results".to_string(),
         Value::Array(items) => items
@@ -324,5 +337,12 @@ mod tests {
             "{t}"
         );
         assert_eq!(super::render_text(&serde_json::json!([])), "no results");
+        let reply = serde_json::json!({"items": hits, "mode": "lexical", "query": {"syntax": "words"},
+            "notes": ["lexical only: no embedding model is installed"]});
+        let t = super::render_text(&reply);
+        assert!(
+            t.starts_with("note: lexical only") && t.lines().count() == 3,
+            "{t}"
+        );
     }
 }

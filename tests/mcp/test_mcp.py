@@ -54,6 +54,11 @@ def payload(result):
     return json.loads(text(result))
 
 
+def items(result):
+    """A search reply's hits (the reply is {items, mode, query, notes})."""
+    return payload(result)["items"]
+
+
 class Home:
     def __init__(self):
         self.dir = Path(tempfile.mkdtemp(prefix="nmem-mcp-"))
@@ -101,30 +106,38 @@ async def with_daemon(home):
 
             # search: normal, path, prompt, aliases, filters, no results, malformed FTS.
             r = await s.call_tool("search", {"query": "src/routes/invoices.ts"})
-            hits = payload(r)
+            hits = items(r)
             check("search by path", not is_error(r) and {h["obs_type"] for h in hits} >= {"file_read", "file_edit"}, hits)
             check("previews are short", all(len(h["content_preview"]) <= 120 for h in hits), hits)
             r = await s.call_tool("search", {"query": "regression test", "type": "user_prompt"})
-            hits = payload(r)
+            hits = items(r)
             check("prompt results carry their text", hits and hits[0]["kind"] == "prompt" and hits[0]["content"].startswith("Issue #482"), hits)
             r = await s.call_tool("search", {"query": "tsc", "obs_type": ["command_error", "command"], "orderBy": "date_desc", "dateStart": "2000-01-01"})
-            check("aliases obs_type list, orderBy, dateStart", not is_error(r) and payload(r)[0]["obs_type"] == "command_error", text(r))
+            check("aliases obs_type list, orderBy, dateStart", not is_error(r) and items(r)[0]["obs_type"] == "command_error", text(r))
             r = await s.call_tool("search", {"query": "tsc", "dateEnd": "2001-01-01"})
-            check("dateEnd filters", payload(r) == [], text(r))
+            check("dateEnd filters", items(r) == [], text(r))
             r = await s.call_tool("search", {"query": "echo", "project": None})
-            check("project null means all", len(payload(r)) == 1, text(r))
+            check("project null means all", len(items(r)) == 1, text(r))
             r = await s.call_tool("search", {"query": "echo"})
-            check("project defaults to the server's", payload(r) == [], text(r))
+            check("project defaults to the server's", items(r) == [], text(r))
             r = await s.call_tool("search", {"query": "zebra-unicorn"})
-            check("no results is an empty list", not is_error(r) and payload(r) == [], text(r))
+            check("no results is an empty list", not is_error(r) and items(r) == [], text(r))
             r = await s.call_tool("search", {"query": "\"unbalanced"})
             check("malformed FTS is a tool error with SQLite's message", is_error(r) and "unterminated string" in text(r), text(r))
             r = await s.call_tool("search", {"query": "invoices", "files": ["invoices.ts"], "limit": 1, "offset": 0})
-            check("files filter and limit", len(payload(r)) == 1 and payload(r)[0]["file_path"].endswith("invoices.ts"), text(r))
+            check("files filter and limit", len(items(r)) == 1 and items(r)[0]["file_path"].endswith("invoices.ts"), text(r))
             r = await s.call_tool("search", {})
             check("missing query is a tool error", is_error(r), text(r))
+            r = await s.call_tool("search", {"query": "invoices"})
+            reply = payload(r)
+            check("a search reply says how it searched", reply["mode"] == "lexical" and reply["query"]["syntax"] == "words" and any("no embedding model" in n for n in reply.get("notes", [])), reply)
+            check("every hit says how it was found", reply["items"] and all(h["retrieval_sources"] and h["retrieval_sources"][0]["source"] in ("lexical", "context") for h in reply["items"]), reply)
+            r = await s.call_tool("search", {"query": "invoices", "mode": "semantic"})
+            check("mode semantic without a model is a tool error saying what to do", is_error(r) and "nmemctl model import" in text(r), text(r))
+            r = await s.call_tool("search", {"query": "df.to_parquet() ArrowInvalid: invoices.ts"})
+            check("incidental punctuation is searched as words", not is_error(r), text(r))
 
-            edit = payload(await s.call_tool("search", {"query": "skip", "type": "file_edit"}))[0]["id"]
+            edit = payload(await s.call_tool("search", {"query": "skip", "type": "file_edit"}))["items"][0]["id"]
             # get_observations.
             r = await s.call_tool("get_observations", {"ids": [edit, 999999]})
             obs = payload(r)
@@ -155,13 +168,13 @@ async def with_daemon(home):
             saved = payload(r)
             check("save_memory returns id and project", saved["project"] == "acme-api" and saved["id"] > 0, saved)
             r = await s.call_tool("search", {"query": "skip the cursor row", "type": "memory"})
-            check("a saved memory is searchable", payload(r)[0]["id"] == saved["id"], text(r))
+            check("a saved memory is searchable", items(r)[0]["id"] == saved["id"], text(r))
             r = await s.call_tool("save_memory", {"text": "  "})
             check("empty memory is a tool error", is_error(r), text(r))
 
             # format: "text" is one compact line per item; other formats are tool errors.
             r = await s.call_tool("search", {"query": "invoices", "format": "text"})
-            lines = text(r).splitlines()
+            lines = [l for l in text(r).splitlines() if not l.startswith("note: ")]
             check("format text: a line per hit", not is_error(r) and len(lines) >= 2 and all(l.startswith(("#", "prompt ")) and "[acme-api]" in l for l in lines), text(r))
             r = await s.call_tool("timeline", {"anchor": edit, "format": "text"})
             check("format text: the timeline marks its anchor", not is_error(r) and f"> #{edit} " in text(r), text(r))
@@ -189,7 +202,7 @@ async def with_roots(home):
             r = await s.call_tool("save_memory", {"text": "The client's roots name the project"})
             check("project defaults to the client's first root", not is_error(r) and payload(r)["project"] == "roots-app", text(r))
             r = await s.call_tool("search", {"query": "roots name the project"})
-            check("search defaults to the root's project too", len(payload(r)) == 1, text(r))
+            check("search defaults to the root's project too", len(items(r)) == 1, text(r))
 
 
 async def without_daemon(home):

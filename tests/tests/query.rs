@@ -53,6 +53,15 @@ impl Fixture {
             .unwrap()
     }
 
+    /// `nmem search ARGS --json`: its items.
+    fn search(&self, args: &[&str]) -> Value {
+        let mut a = vec!["search"];
+        a.extend_from_slice(args);
+        let reply = self.json(&a);
+        assert!(reply["mode"].is_string(), "{reply}");
+        reply["items"].clone()
+    }
+
     fn json(&self, args: &[&str]) -> Value {
         let mut a = args.to_vec();
         a.push("--json");
@@ -77,7 +86,7 @@ fn ids(v: &Value) -> Vec<i64> {
 #[test]
 fn search_finds_paths_words_and_prompts_in_the_current_project() {
     let f = setup("q-search");
-    let hits = f.json(&["search", "src/routes/invoices.ts"]);
+    let hits = f.search(&["src/routes/invoices.ts"]);
     let types: Vec<&str> = hits
         .as_array()
         .unwrap()
@@ -100,12 +109,12 @@ fn search_finds_paths_words_and_prompts_in_the_current_project() {
         .count()
         <= 120));
     // A prompt says it is one and carries its whole text.
-    let p = f.json(&["search", "regression test", "--type", "user_prompt"]);
+    let p = f.search(&["regression test", "--type", "user_prompt"]);
     assert_eq!(p[0]["kind"], "prompt");
     assert!(p[0]["content"].as_str().unwrap().starts_with("Issue #482"));
     // FTS syntax goes through; what FTS5 rejects is an error with SQLite's message.
-    assert!(!ids(&f.json(&["search", "tsc OR vitest"])).is_empty());
-    assert!(!ids(&f.json(&["search", "invoic*"])).is_empty());
+    assert!(!ids(&f.search(&["tsc OR vitest"])).is_empty());
+    assert!(!ids(&f.search(&["invoic*"])).is_empty());
     let bad = f.nmem(&["search", "\"unbalanced"]);
     assert_eq!(bad.status.code(), Some(1));
     assert!(
@@ -113,21 +122,21 @@ fn search_finds_paths_words_and_prompts_in_the_current_project() {
         "{bad:?}"
     );
     // Filters: type, project, all projects; no results is not an error.
-    let errs = f.json(&["search", "tsc", "--type", "command_error"]);
+    let errs = f.search(&["tsc", "--type", "command_error"]);
     assert_eq!(errs.as_array().unwrap().len(), 1);
     assert!(
-        f.json(&["search", "echo"]).as_array().unwrap().is_empty(),
+        f.search(&["echo"]).as_array().unwrap().is_empty(),
         "another project's command is not in acme-api"
     );
     assert_eq!(
-        f.json(&["search", "echo", "--all-projects"])
+        f.search(&["echo", "--all-projects"])
             .as_array()
             .unwrap()
             .len(),
         1
     );
     assert_eq!(
-        f.json(&["search", "echo", "--project", "load"])
+        f.search(&["echo", "--project", "load"])
             .as_array()
             .unwrap()
             .len(),
@@ -137,7 +146,7 @@ fn search_finds_paths_words_and_prompts_in_the_current_project() {
     assert!(none.status.success());
     assert!(String::from_utf8_lossy(&none.stdout).contains("no results"));
     // Orders.
-    let newest = f.json(&["search", "invoices", "--order", "date-desc"]);
+    let newest = f.search(&["invoices", "--order", "date-desc"]);
     let ts: Vec<i64> = newest
         .as_array()
         .unwrap()
@@ -145,13 +154,13 @@ fn search_finds_paths_words_and_prompts_in_the_current_project() {
         .map(|h| h["timestamp"].as_i64().unwrap())
         .collect();
     assert!(ts.windows(2).all(|w| w[0] >= w[1]), "{ts:?}");
-    assert!(!ids(&f.json(&["search", "invoices", "--order", "blended"])).is_empty());
+    assert!(!ids(&f.search(&["invoices", "--order", "blended"])).is_empty());
     // Words that never occur together: what matches every word comes first, then what matches
     // some of them; a question asked in plain words finds its answer too.
-    let all_words = ids(&f.json(&["search", "tsc", "--type", "command_error"]));
-    let mixed = f.json(&["search", "tsc zebra-unicorn", "--type", "command_error"]);
+    let all_words = ids(&f.search(&["tsc", "--type", "command_error"]));
+    let mixed = f.search(&["tsc zebra-unicorn", "--type", "command_error"]);
     assert_eq!(ids(&mixed), all_words, "{mixed}");
-    let asked = f.json(&["search", "which command failed with tsc?"]);
+    let asked = f.search(&["which command failed with tsc?"]);
     assert!(
         asked
             .as_array()
@@ -161,13 +170,13 @@ fn search_finds_paths_words_and_prompts_in_the_current_project() {
         "{asked}"
     );
     // FTS syntax is taken as written: no loosening.
-    assert!(ids(&f.json(&["search", "tsc AND zebra"])).is_empty());
+    assert!(ids(&f.search(&["tsc AND zebra"])).is_empty());
 }
 
 #[test]
 fn get_timeline_recent_and_save() {
     let f = setup("q-more");
-    let edit = f.json(&["search", "skip", "--type", "file_edit"])[0]["id"]
+    let edit = f.search(&["skip", "--type", "file_edit"])[0]["id"]
         .as_i64()
         .unwrap();
     let got = f.json(&["get", &edit.to_string(), "999999", "1"]);
@@ -212,7 +221,7 @@ fn get_timeline_recent_and_save() {
         "pagination rule",
     ]);
     assert_eq!(saved["project"], "acme-api");
-    let found = f.json(&["search", "skip the cursor row", "--type", "memory"]);
+    let found = f.search(&["skip the cursor row", "--type", "memory"]);
     assert_eq!(found[0]["id"], saved["id"]);
 }
 

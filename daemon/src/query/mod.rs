@@ -98,20 +98,28 @@ pub fn observation(r: &Row) -> rusqlite::Result<Observation> {
     })
 }
 
+/// Past this many rows waiting, a search does not wait for the index (a rebuild after an
+/// upgrade): it searches what is indexed, and says so.
+const CATCH_UP_MAX: i64 = 50_000;
+
 /// Let the writer index what it has committed, so a search sees every acknowledged event.
-pub async fn catch_up_index(app: &App) -> Result<(), QueryError> {
+/// Returns the rows still waiting when there are too many to wait for.
+pub async fn catch_up_index(app: &App) -> Result<Option<i64>, QueryError> {
     let pending = app
         .readers
         .run(|c| {
             c.query_row(
-                "SELECT (SELECT COALESCE(MAX(id), 0) FROM observations) > observations_upto
-                     OR (SELECT COALESCE(MAX(id), 0) FROM prompts) > prompts_upto FROM fts_state",
+                "SELECT MAX(0, (SELECT COALESCE(MAX(id), 0) FROM observations) - observations_upto)
+                      + MAX(0, (SELECT COALESCE(MAX(id), 0) FROM prompts) - prompts_upto) FROM fts_state",
                 [],
-                |r| r.get::<_, bool>(0),
+                |r| r.get::<_, i64>(0),
             )
         })
         .await?;
-    if pending {
+    if pending > CATCH_UP_MAX {
+        return Ok(Some(pending));
+    }
+    if pending > 0 {
         app.writer
             .exec(|c| {
                 crate::store::fts::index_all(c)
@@ -121,5 +129,5 @@ pub async fn catch_up_index(app: &App) -> Result<(), QueryError> {
             .await
             .map_err(QueryError::Read)?;
     }
-    Ok(())
+    Ok(None)
 }

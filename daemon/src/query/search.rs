@@ -1,11 +1,33 @@
-//! `search`: FTS5 BM25 over observations and prompts, with filters and four orders.
+//! `search`: words and meaning, fused.
+//!
+//! Each source ranks candidates on its own:
+//! * **lexical**: FTS5 BM25 over observations and prompts (text, and identifier words weighted
+//!   lower), in tiers: every word, then every meaningful word, then any word, the looser tiers
+//!   run only when the stricter ones found too few ([`super::fts_query`]);
+//! * **context**: the observations made under the prompts whose words matched (an edit's own
+//!   text rarely says why it was made; its prompt does), so no prompt is copied into every
+//!   observation's index;
+//! * **semantic**: cosine similarity of embeddings ([`crate::semantic`]), when a model is
+//!   installed.
+//!
+//! They are fused by weighted reciprocal rank (each source's result at rank r adds
+//! `weight / (k + r)`), with results matching every word kept above those found by any other
+//! source alone. Filters apply to every source. `order_by` then orders the fused candidates:
+//! relevance (the fused score), blended (with recency), or by date. Every hit says how it was
+//! found (`retrieval_sources`).
 
-use super::fts_query::fallbacks;
-use super::{catch_up_index, clamp, millis, project_of, to_fts5, QueryError};
+use super::fts_query::{self, LexPlan, ALL_WORDS, MAX_QUERY_BYTES};
+use super::{catch_up_index, clamp, millis, project_of, QueryError};
 use crate::app::App;
-use nmem_proto::query::{OrderBy, SearchHit, SearchRequest};
+use crate::config::SearchConfig;
+use crate::semantic::{Availability, Key, Semantic};
+use nmem_proto::query::{
+    OrderBy, QueryUse, RetrievalSource, SearchHit, SearchMode, SearchReply, SearchRequest,
+};
 use rusqlite::types::Value as Sql;
 use rusqlite::Connection;
+use std::collections::HashMap;
+use std::sync::Arc;
 
 /// At most this many extra candidates for the blended order to re-rank.
 const BLEND_POOL: i64 = 100;
@@ -16,15 +38,83 @@ const BLEND_POOL: i64 = 100;
 /// index is walked), so fewer are needed; BM25 costs some 15 µs per ranked match of a common word.
 const CANDIDATES: [Option<i64>; 4] = [Some(300), Some(3_000), Some(30_000), None];
 const PROJECT_CANDIDATES: [Option<i64>; 4] = [Some(100), Some(1_000), Some(10_000), None];
+/// Candidates each source contributes to the fusion, at least.
+const MIN_POOL: i64 = 30;
+/// Prompts whose observations form the context source.
+const CONTEXT_PROMPTS: usize = 8;
+/// Observations taken under each of those prompts.
+const CONTEXT_PER_PROMPT: i64 = 24;
 
-pub async fn search(app: &App, req: SearchRequest) -> Result<Vec<SearchHit>, QueryError> {
-    let text = req.query.trim();
+pub async fn search(app: &App, req: SearchRequest) -> Result<SearchReply, QueryError> {
+    let text = req.query.trim().to_string();
     if text.is_empty() {
         return Err(QueryError::BadRequest("`query` must not be empty".into()));
     }
+    if text.len() > MAX_QUERY_BYTES {
+        return Err(QueryError::BadRequest(format!(
+            "the query is {} KB; at most {} KB is searched. Search for the error line, the names \
+             or the words that matter instead of the whole text",
+            text.len() / 1024,
+            MAX_QUERY_BYTES / 1024
+        )));
+    }
+    let lex = fts_query::plan(&text);
+    let mut notes = Vec::new();
+    let availability = app.semantic.availability();
+    let mut mode = match (req.mode, &availability) {
+        (Some(SearchMode::Semantic), Availability::Ready(_)) => SearchMode::Semantic,
+        (Some(SearchMode::Semantic), other) => {
+            return Err(QueryError::BadRequest(format!(
+                "mode `semantic` needs an embedding model: {}",
+                other.describe()
+            )))
+        }
+        (Some(SearchMode::Lexical), _) => SearchMode::Lexical,
+        (_, Availability::Ready(_)) => SearchMode::Hybrid,
+        (asked, other) => {
+            if asked.is_some() || !matches!(other, Availability::Disabled) {
+                notes.push(format!("lexical only: {}", other.describe()));
+            }
+            SearchMode::Lexical
+        }
+    };
+    let mut model = None;
+    let mut query_vec = None;
+    if mode != SearchMode::Lexical {
+        match app.semantic.embed_query(text.clone()).await {
+            Ok((name, v)) => {
+                model = Some(name);
+                query_vec = Some(v);
+            }
+            Err(e) if mode == SearchMode::Semantic => {
+                return Err(QueryError::Read(format!(
+                    "the query could not be embedded: {e}"
+                )))
+            }
+            Err(e) => {
+                notes.push(format!(
+                    "lexical only this time: the query could not be embedded ({e})"
+                ));
+                mode = SearchMode::Lexical;
+            }
+        }
+    }
+    if lex.dropped > 0 {
+        notes.push(format!(
+            "the query was long: its {} most useful terms were searched ({} left out)",
+            lex.terms.len(),
+            lex.dropped
+        ));
+    }
+    if lex.strict.is_empty() && mode == SearchMode::Lexical {
+        notes.push("the query has no word to search for".into());
+    }
     let plan = Plan {
-        fts: to_fts5(text),
-        fallbacks: fallbacks(text),
+        lex: lex.clone(),
+        mode,
+        query_vec,
+        semantic: app.semantic.clone(),
+        cfg: app.config.search.clone(),
         project: project_of(app, &req.project, &req.cwd),
         types: req.obs_type.map(|t| t.into_vec()).unwrap_or_default(),
         files: req.files.map(|f| f.into_vec()).unwrap_or_default(),
@@ -39,14 +129,32 @@ pub async fn search(app: &App, req: SearchRequest) -> Result<Vec<SearchHit>, Que
         offset: req.offset.unwrap_or(0).clamp(0, 10_000),
         prompts: req.include_prompts.unwrap_or(true),
     };
-    catch_up_index(app).await?;
-    app.readers.run(move |c| Ok(plan.run(c))).await?
+    if let Some(left) = catch_up_index(app).await? {
+        notes.push(format!(
+            "the search index is being rebuilt ({left} rows to go): older rows may be missing \
+             from lexical results until it is done"
+        ));
+    }
+    let items = app.readers.run(move |c| Ok(plan.run(c))).await??;
+    Ok(SearchReply {
+        items,
+        mode: mode.as_str().into(),
+        query: QueryUse {
+            syntax: if lex.syntax { "fts" } else { "words" }.into(),
+            terms: lex.terms,
+            dropped_terms: lex.dropped,
+            model,
+        },
+        notes,
+    })
 }
 
 struct Plan {
-    fts: String,
-    /// Looser queries for when `fts` finds too few: their results come after its own.
-    fallbacks: Vec<String>,
+    lex: LexPlan,
+    mode: SearchMode,
+    query_vec: Option<Vec<f32>>,
+    semantic: Arc<Semantic>,
+    cfg: SearchConfig,
     project: Option<String>,
     types: Vec<String>,
     files: Vec<String>,
@@ -60,23 +168,109 @@ struct Plan {
 
 const PROMPT_TYPES: &[&str] = &["prompt", "user_prompt", "agent_reasoning", "reasoning"];
 
+/// One source's ranked candidates.
+struct Ranked {
+    source: &'static str,
+    tier: Option<&'static str>,
+    weight: f64,
+    keys: Vec<Key>,
+    /// Semantic: each key's similarity; context: each key's prompt.
+    similarity: Vec<f32>,
+    prompt: Vec<i64>,
+}
+
+impl Ranked {
+    fn new(source: &'static str, tier: Option<&'static str>, weight: f64) -> Ranked {
+        Ranked {
+            source,
+            tier,
+            weight,
+            keys: Vec::new(),
+            similarity: Vec::new(),
+            prompt: Vec::new(),
+        }
+    }
+}
+
+fn key(h: &SearchHit) -> Key {
+    Key {
+        prompt: h.kind == "prompt",
+        id: h.id,
+    }
+}
+
 impl Plan {
-    /// Results matching the query as given first; when they are too few, those of each looser
-    /// query in turn (every meaningful word, then any of them), each tier in the asked order.
+    fn pool(&self) -> i64 {
+        (self.offset + self.limit).max(MIN_POOL)
+    }
+
     fn run(&self, c: &Connection) -> Result<Vec<SearchHit>, QueryError> {
-        let want = (self.offset + self.limit) as usize;
-        let mut hits = self.run_query(c, &self.fts)?;
-        for alt in &self.fallbacks {
-            if hits.len() >= want {
-                break;
+        let pool = self.pool();
+        let mut found: HashMap<Key, SearchHit> = HashMap::new();
+        let mut lists: Vec<Ranked> = Vec::new();
+        if self.mode != SearchMode::Semantic && !self.lex.strict.is_empty() {
+            let tiers = std::iter::once((ALL_WORDS, &self.lex.strict, self.cfg.weight_all_words))
+                .chain(self.lex.fallbacks.iter().map(|t| {
+                    let w = if t.name == fts_query::MEANINGFUL_WORDS {
+                        self.cfg.weight_meaningful_words
+                    } else {
+                        self.cfg.weight_any_word
+                    };
+                    (t.name, &t.fts, w)
+                }));
+            for (name, fts, weight) in tiers {
+                if found.len() as i64 >= pool {
+                    break;
+                }
+                let hits = self.run_query(c, fts, pool)?;
+                let mut list = Ranked::new("lexical", Some(name), weight);
+                for h in hits {
+                    list.keys.push(key(&h));
+                    found.entry(key(&h)).or_insert(h);
+                }
+                lists.push(list);
             }
-            let seen: std::collections::HashSet<(bool, i64)> =
-                hits.iter().map(|h| (h.kind == "prompt", h.id)).collect();
-            let more = self.run_query(c, alt)?;
-            hits.extend(
-                more.into_iter()
-                    .filter(|h| !seen.contains(&(h.kind == "prompt", h.id))),
-            );
+            if self.cfg.context && self.wants_observations() {
+                let ctx = self.context(c, &lists)?;
+                if !ctx.keys.is_empty() {
+                    lists.push(ctx);
+                }
+            }
+        }
+        if let (Some(q), true) = (&self.query_vec, self.mode != SearchMode::Lexical) {
+            // Oversample when filters will drop candidates.
+            let filtered = !self.types.is_empty()
+                || !self.files.is_empty()
+                || self.from.is_some()
+                || self.to.is_some();
+            let n = if filtered { pool * 4 } else { pool } as usize;
+            let near = self
+                .semantic
+                .nearest(c, self.project.as_deref(), q, n, self.prompts)
+                .map_err(|e| QueryError::Read(e.to_string()))?;
+            let mut list = Ranked::new("semantic", None, self.cfg.weight_semantic);
+            for (k, sim) in near {
+                list.keys.push(k);
+                list.similarity.push(sim);
+            }
+            lists.push(list);
+        }
+        // Candidates the lexical queries did not fetch (context, semantic): read them, with the
+        // filters applied; those the filters exclude leave every list.
+        let missing: Vec<Key> = lists
+            .iter()
+            .flat_map(|l| l.keys.iter().copied())
+            .filter(|k| !found.contains_key(k))
+            .collect();
+        for h in self.fetch(c, &missing)? {
+            found.insert(key(&h), h);
+        }
+        let mut hits = self.fuse(lists, found);
+        match self.order {
+            OrderBy::Relevance => {}
+            OrderBy::Blended => blend(&mut hits),
+            OrderBy::DateDesc => hits.sort_by_key(|h| std::cmp::Reverse((h.timestamp, h.id))),
+            OrderBy::DateAsc => hits.sort_by_key(|h| (h.timestamp, h.id)),
         }
         Ok(hits
             .into_iter()
@@ -85,56 +279,155 @@ impl Plan {
             .collect())
     }
 
-    /// One FTS query's results, ordered, at most offset + limit of each kind (more for blended).
-    fn run_query(&self, c: &Connection, fts: &str) -> Result<Vec<SearchHit>, QueryError> {
-        let want = match self.order {
-            OrderBy::Blended => {
-                // BM25 picks some more than asked, recency reorders them.
-                let w = self.offset + self.limit;
-                w + w.min(BLEND_POOL)
+    /// Weighted reciprocal rank fusion. A result matching every word gets a bonus equal to the
+    /// best a semantic-only result can get, so it stays above every result found by meaning
+    /// alone; among themselves, results are ordered by the sum of their sources' contributions.
+    fn fuse(&self, lists: Vec<Ranked>, mut found: HashMap<Key, SearchHit>) -> Vec<SearchHit> {
+        let k = self.cfg.rrf_k.max(1.0);
+        let bonus = self.cfg.weight_semantic.max(self.cfg.weight_context) / (k + 1.0);
+        let mut scores: HashMap<Key, f64> = HashMap::new();
+        let mut sources: HashMap<Key, Vec<RetrievalSource>> = HashMap::new();
+        for list in &lists {
+            let mut rank = 0u32;
+            for (i, key) in list.keys.iter().enumerate() {
+                if !found.contains_key(key) {
+                    continue;
+                }
+                let seen = sources.entry(*key).or_default();
+                // A key appears once per source (the context lists each observation once).
+                if seen
+                    .iter()
+                    .any(|s| s.source == list.source && s.tier.as_deref() == list.tier)
+                {
+                    continue;
+                }
+                rank += 1;
+                let mut contribution = list.weight / (k + rank as f64);
+                if list.tier == Some(ALL_WORDS) {
+                    contribution += bonus;
+                }
+                *scores.entry(*key).or_default() += contribution;
+                seen.push(RetrievalSource {
+                    source: list.source.into(),
+                    rank,
+                    tier: list.tier.map(str::to_string),
+                    similarity: list.similarity.get(i).copied(),
+                    prompt_id: list.prompt.get(i).copied(),
+                });
             }
-            _ => self.offset + self.limit,
+        }
+        let mut hits: Vec<SearchHit> = scores
+            .into_iter()
+            .filter_map(|(key, score)| {
+                let mut h = found.remove(&key)?;
+                h.score = score;
+                h.retrieval_sources = sources.remove(&key).unwrap_or_default();
+                Some(h)
+            })
+            .collect();
+        hits.sort_by(|a, b| {
+            b.score
+                .total_cmp(&a.score)
+                .then(b.timestamp.cmp(&a.timestamp))
+                .then(b.id.cmp(&a.id))
+        });
+        hits
+    }
+
+    fn wants_observations(&self) -> bool {
+        self.types.is_empty()
+            || self
+                .types
+                .iter()
+                .any(|t| !PROMPT_TYPES.contains(&t.as_str()))
+    }
+
+    /// The observations made under the user prompts the lexical tiers found, in the order of
+    /// those prompts.
+    fn context(&self, c: &Connection, lists: &[Ranked]) -> Result<Ranked, QueryError> {
+        let mut prompts: Vec<i64> = Vec::new();
+        for list in lists {
+            for k in &list.keys {
+                if k.prompt && !prompts.contains(&k.id) && prompts.len() < CONTEXT_PROMPTS {
+                    prompts.push(k.id);
+                }
+            }
+        }
+        let mut out = Ranked::new("context", None, self.cfg.weight_context);
+        let mut stmt = c
+            .prepare_cached(
+                "SELECT o.id FROM prompts p JOIN observations o ON o.prompt_id = p.id
+                 WHERE p.id = ?1 AND p.source = 'user' ORDER BY o.id LIMIT ?2",
+            )
+            .map_err(fts_error)?;
+        for p in prompts {
+            let ids = stmt
+                .query_map(rusqlite::params![p, CONTEXT_PER_PROMPT], |r| {
+                    r.get::<_, i64>(0)
+                })
+                .map_err(fts_error)?;
+            for id in ids {
+                out.keys.push(Key {
+                    prompt: false,
+                    id: id.map_err(fts_error)?,
+                });
+                out.prompt.push(p);
+            }
+        }
+        Ok(out)
+    }
+
+    /// One FTS query's results, ordered, at most `pool` of each kind (more for blended).
+    fn run_query(
+        &self,
+        c: &Connection,
+        fts: &str,
+        pool: i64,
+    ) -> Result<Vec<SearchHit>, QueryError> {
+        let want = match self.order {
+            OrderBy::Blended => pool + pool.min(BLEND_POOL),
+            _ => pool,
         };
         let obs_types: Vec<&String> = self
             .types
             .iter()
             .filter(|t| !PROMPT_TYPES.contains(&t.as_str()))
             .collect();
-        let prompt_sources: Option<Vec<&str>> = if self.types.is_empty() {
-            Some(vec!["user", "agent"])
-        } else {
-            let s: Vec<&str> = self
-                .types
-                .iter()
-                .filter_map(|t| match t.as_str() {
-                    "prompt" => Some("*"),
-                    "user_prompt" => Some("user"),
-                    "agent_reasoning" | "reasoning" => Some("agent"),
-                    _ => None,
-                })
-                .collect();
-            (!s.is_empty()).then(|| {
-                if s.contains(&"*") {
-                    vec!["user", "agent"]
-                } else {
-                    s
-                }
-            })
-        };
         let mut hits = Vec::new();
         if self.types.is_empty() || !obs_types.is_empty() {
             hits.extend(self.observations(c, fts, &obs_types, want)?);
         }
-        if let Some(sources) = prompt_sources.filter(|_| self.prompts && self.files.is_empty()) {
+        if let Some(sources) = self.prompt_sources() {
             hits.extend(self.prompts(c, fts, &sources, want)?);
         }
         match self.order {
-            OrderBy::Relevance => hits.sort_by(|a, b| a.score.total_cmp(&b.score)),
+            OrderBy::Relevance | OrderBy::Blended => {
+                hits.sort_by(|a, b| a.score.total_cmp(&b.score))
+            }
             OrderBy::DateDesc => hits.sort_by_key(|h| std::cmp::Reverse((h.timestamp, h.id))),
             OrderBy::DateAsc => hits.sort_by_key(|h| (h.timestamp, h.id)),
-            OrderBy::Blended => blend(&mut hits),
         }
         Ok(hits)
+    }
+
+    /// The prompt sources the filters let through, or `None` when prompts are not searched.
+    fn prompt_sources(&self) -> Option<Vec<&'static str>> {
+        if !self.prompts || !self.files.is_empty() {
+            return None;
+        }
+        if self.types.is_empty() {
+            return Some(vec!["user", "agent"]);
+        }
+        let mut s: Vec<&'static str> = Vec::new();
+        for t in &self.types {
+            match t.as_str() {
+                "prompt" => return Some(vec!["user", "agent"]),
+                "user_prompt" => s.push("user"),
+                "agent_reasoning" | "reasoning" => s.push("agent"),
+                _ => {}
+            }
+        }
+        (!s.is_empty()).then_some(s)
     }
 
     fn order_sql(&self, t: &str) -> String {
@@ -145,7 +438,7 @@ impl Plan {
         }
     }
 
-    /// The filters applied to the candidates (the project is applied while choosing them).
+    /// The time filters.
     fn common(&self, t: &str, sql: &mut String, args: &mut Vec<Sql>) {
         if let Some(from) = self.from {
             sql.push_str(&format!(" AND {t}.timestamp >= ?"));
@@ -154,6 +447,30 @@ impl Plan {
         if let Some(to) = self.to {
             sql.push_str(&format!(" AND {t}.timestamp <= ?"));
             args.push(Sql::Integer(to));
+        }
+    }
+
+    /// The type and file filters of observations.
+    fn obs_filters(&self, types: &[&String], sql: &mut String, args: &mut Vec<Sql>) {
+        if !types.is_empty() {
+            sql.push_str(&format!(
+                " AND o.obs_type IN ({})",
+                vec!["?"; types.len()].join(", ")
+            ));
+            args.extend(types.iter().map(|t| Sql::Text(t.to_string())));
+        }
+        if !self.files.is_empty() {
+            let conds: Vec<&str> = self
+                .files
+                .iter()
+                .map(|_| "(o.file_path = ? OR o.rel_path = ? OR o.file_path LIKE ?)")
+                .collect();
+            sql.push_str(&format!(" AND ({})", conds.join(" OR ")));
+            for f in &self.files {
+                args.push(Sql::Text(f.clone()));
+                args.push(Sql::Text(f.trim_start_matches("./").to_string()));
+                args.push(Sql::Text(format!("%/{}", f.trim_start_matches('/'))));
+            }
         }
     }
 
@@ -186,49 +503,15 @@ impl Plan {
     ) -> Result<Vec<SearchHit>, QueryError> {
         let mut args = Vec::new();
         let mut sql = self.matches("observations", cap, &mut args, fts);
-        sql.push_str(
-            " SELECT o.id, o.timestamp, o.obs_type, substr(o.content, 1, 120), o.file_path, o.session_id, o.project, m.score
-              FROM m JOIN observations o ON o.id = m.id WHERE 1",
-        );
+        sql.push_str(&format!(
+            " SELECT {OBS_HIT}, m.score FROM m JOIN observations o ON o.id = m.id WHERE 1"
+        ));
         self.common("o", &mut sql, &mut args);
-        if !types.is_empty() {
-            sql.push_str(&format!(
-                " AND o.obs_type IN ({})",
-                vec!["?"; types.len()].join(", ")
-            ));
-            args.extend(types.iter().map(|t| Sql::Text(t.to_string())));
-        }
-        if !self.files.is_empty() {
-            let conds: Vec<&str> = self
-                .files
-                .iter()
-                .map(|_| "(o.file_path = ? OR o.rel_path = ? OR o.file_path LIKE ?)")
-                .collect();
-            sql.push_str(&format!(" AND ({})", conds.join(" OR ")));
-            for f in &self.files {
-                args.push(Sql::Text(f.clone()));
-                args.push(Sql::Text(f.trim_start_matches("./").to_string()));
-                args.push(Sql::Text(format!("%/{}", f.trim_start_matches('/'))));
-            }
-        }
+        self.obs_filters(types, &mut sql, &mut args);
         sql.push_str(&format!(" ORDER BY {} LIMIT {want}", self.order_sql("o")));
         let mut stmt = c.prepare_cached(&sql).map_err(fts_error)?;
         let rows = stmt
-            .query_map(rusqlite::params_from_iter(args), |r| {
-                Ok(SearchHit {
-                    kind: "observation".into(),
-                    id: r.get(0)?,
-                    timestamp: r.get(1)?,
-                    obs_type: Some(r.get(2)?),
-                    content_preview: r.get(3)?,
-                    content: None,
-                    source: None,
-                    file_path: r.get(4)?,
-                    session_id: r.get(5)?,
-                    project: r.get(6)?,
-                    score: r.get(7)?,
-                })
-            })
+            .query_map(rusqlite::params_from_iter(args), obs_hit)
             .map_err(fts_error)?;
         rows.collect::<Result<_, _>>().map_err(fts_error)
     }
@@ -242,8 +525,8 @@ impl Plan {
     }
 
     /// The matches of the FTS table (of the project, when there is one), newest first (oldest
-    /// first for `date_asc`), at most `cap`, with their BM25 rank. Binds the query, then the
-    /// project.
+    /// first for `date_asc`), at most `cap`, with their BM25 rank (identifier words weighted
+    /// lower than the text). Binds the query, then the project.
     fn matches(&self, table: &str, cap: Option<i64>, args: &mut Vec<Sql>, fts: &str) -> String {
         let dir = if self.order == OrderBy::DateAsc {
             "ASC"
@@ -251,15 +534,22 @@ impl Plan {
             "DESC"
         };
         let limit = cap.map(|n| format!(" LIMIT {n}")).unwrap_or_default();
-        args.push(Sql::Text(fts.to_string()));
+        let w = self.cfg.weight_identifiers.clamp(0.0, 10.0);
+        // Without identifier splitting (an ablation), match the text column only.
+        let fts = if self.cfg.split_identifiers || self.lex.syntax {
+            fts.to_string()
+        } else {
+            format!("{{content}} : ({fts})")
+        };
+        args.push(Sql::Text(fts));
         match &self.project {
             None => format!(
-                "WITH m AS (SELECT rowid AS id, rank AS score FROM {table}_fts WHERE {table}_fts MATCH ? ORDER BY rowid {dir}{limit})"
+                "WITH m AS (SELECT rowid AS id, bm25({table}_fts, 1.0, {w:.3}) AS score FROM {table}_fts WHERE {table}_fts MATCH ? ORDER BY rowid {dir}{limit})"
             ),
             Some(p) => {
                 args.push(Sql::Text(p.clone()));
                 format!(
-                    "WITH m AS (SELECT {table}_fts.rowid AS id, {table}_fts.rank AS score FROM {table}_fts \
+                    "WITH m AS (SELECT {table}_fts.rowid AS id, bm25({table}_fts, 1.0, {w:.3}) AS score FROM {table}_fts \
                      JOIN {table} x INDEXED BY idx_{short}_id_project ON x.id = {table}_fts.rowid \
                      WHERE {table}_fts MATCH ? AND x.project = ? ORDER BY {table}_fts.rowid {dir}{limit})",
                     short = if table == "observations" { "obs" } else { "prompts" }
@@ -295,10 +585,9 @@ impl Plan {
     ) -> Result<Vec<SearchHit>, QueryError> {
         let mut args = Vec::new();
         let mut sql = self.matches("prompts", cap, &mut args, fts);
-        sql.push_str(
-            " SELECT p.id, p.timestamp, p.source, p.content, p.session_id, p.project, m.score
-              FROM m JOIN prompts p ON p.id = m.id WHERE 1",
-        );
+        sql.push_str(&format!(
+            " SELECT {PROMPT_HIT}, m.score FROM m JOIN prompts p ON p.id = m.id WHERE 1"
+        ));
         self.common("p", &mut sql, &mut args);
         if sources.len() == 1 {
             sql.push_str(" AND p.source = ?");
@@ -307,34 +596,117 @@ impl Plan {
         sql.push_str(&format!(" ORDER BY {} LIMIT {want}", self.order_sql("p")));
         let mut stmt = c.prepare_cached(&sql).map_err(fts_error)?;
         let rows = stmt
-            .query_map(rusqlite::params_from_iter(args), |r| {
-                let content: String = r.get(3)?;
-                let source: String = r.get(2)?;
-                Ok(SearchHit {
-                    kind: "prompt".into(),
-                    id: r.get(0)?,
-                    timestamp: r.get(1)?,
-                    obs_type: Some(if source == "user" {
-                        "user_prompt".into()
-                    } else {
-                        "agent_reasoning".into()
-                    }),
-                    content_preview: content.chars().take(120).collect(),
-                    content: Some(content),
-                    source: Some(source),
-                    file_path: None,
-                    session_id: r.get(4)?,
-                    project: r.get(5)?,
-                    score: r.get(6)?,
-                })
-            })
+            .query_map(rusqlite::params_from_iter(args), prompt_hit)
             .map_err(fts_error)?;
         rows.collect::<Result<_, _>>().map_err(fts_error)
     }
+
+    /// Read candidates by id, with every filter applied (the project included).
+    fn fetch(&self, c: &Connection, keys: &[Key]) -> Result<Vec<SearchHit>, QueryError> {
+        let mut out = Vec::new();
+        let obs: Vec<i64> = keys.iter().filter(|k| !k.prompt).map(|k| k.id).collect();
+        let prompts: Vec<i64> = keys.iter().filter(|k| k.prompt).map(|k| k.id).collect();
+        let obs_types: Vec<&String> = self
+            .types
+            .iter()
+            .filter(|t| !PROMPT_TYPES.contains(&t.as_str()))
+            .collect();
+        let wants_obs = self.types.is_empty() || !obs_types.is_empty();
+        for chunk in obs.chunks(500).filter(|_| wants_obs) {
+            let mut args: Vec<Sql> = chunk.iter().map(|&i| Sql::Integer(i)).collect();
+            let mut sql = format!(
+                "SELECT {OBS_HIT}, 0.0 FROM observations o WHERE o.id IN ({})",
+                vec!["?"; chunk.len()].join(", ")
+            );
+            if let Some(p) = &self.project {
+                sql.push_str(" AND o.project = ?");
+                args.push(Sql::Text(p.clone()));
+            }
+            self.common("o", &mut sql, &mut args);
+            self.obs_filters(&obs_types, &mut sql, &mut args);
+            let mut stmt = c.prepare(&sql).map_err(fts_error)?;
+            let rows = stmt
+                .query_map(rusqlite::params_from_iter(args), obs_hit)
+                .map_err(fts_error)?;
+            for r in rows {
+                out.push(r.map_err(fts_error)?);
+            }
+        }
+        let sources = self.prompt_sources();
+        for chunk in prompts.chunks(500).filter(|_| sources.is_some()) {
+            let sources = sources.as_deref().unwrap_or_default();
+            let mut args: Vec<Sql> = chunk.iter().map(|&i| Sql::Integer(i)).collect();
+            let mut sql = format!(
+                "SELECT {PROMPT_HIT}, 0.0 FROM prompts p WHERE p.id IN ({})",
+                vec!["?"; chunk.len()].join(", ")
+            );
+            if let Some(p) = &self.project {
+                sql.push_str(" AND p.project = ?");
+                args.push(Sql::Text(p.clone()));
+            }
+            self.common("p", &mut sql, &mut args);
+            if sources.len() == 1 {
+                sql.push_str(" AND p.source = ?");
+                args.push(Sql::Text(sources[0].to_string()));
+            }
+            let mut stmt = c.prepare(&sql).map_err(fts_error)?;
+            let rows = stmt
+                .query_map(rusqlite::params_from_iter(args), prompt_hit)
+                .map_err(fts_error)?;
+            for r in rows {
+                out.push(r.map_err(fts_error)?);
+            }
+        }
+        Ok(out)
+    }
 }
 
-/// BM25 (70%) blended with recency (30%, halving every 7 days from the newest candidate), in one
-/// pass over the candidates.
+const OBS_HIT: &str =
+    "o.id, o.timestamp, o.obs_type, substr(o.content, 1, 120), o.file_path, o.session_id, o.project";
+const PROMPT_HIT: &str = "p.id, p.timestamp, p.source, p.content, p.session_id, p.project";
+
+fn obs_hit(r: &rusqlite::Row) -> rusqlite::Result<SearchHit> {
+    Ok(SearchHit {
+        kind: "observation".into(),
+        id: r.get(0)?,
+        timestamp: r.get(1)?,
+        obs_type: Some(r.get(2)?),
+        content_preview: r.get(3)?,
+        content: None,
+        source: None,
+        file_path: r.get(4)?,
+        session_id: r.get(5)?,
+        project: r.get(6)?,
+        score: r.get(7)?,
+        retrieval_sources: Vec::new(),
+    })
+}
+
+fn prompt_hit(r: &rusqlite::Row) -> rusqlite::Result<SearchHit> {
+    let content: String = r.get(3)?;
+    let source: String = r.get(2)?;
+    Ok(SearchHit {
+        kind: "prompt".into(),
+        id: r.get(0)?,
+        timestamp: r.get(1)?,
+        obs_type: Some(if source == "user" {
+            "user_prompt".into()
+        } else {
+            "agent_reasoning".into()
+        }),
+        content_preview: content.chars().take(120).collect(),
+        content: Some(content),
+        source: Some(source),
+        file_path: None,
+        session_id: r.get(4)?,
+        project: r.get(5)?,
+        score: r.get(6)?,
+        retrieval_sources: Vec::new(),
+    })
+}
+
+/// The fused score (70%) blended with recency (30%, halving every 7 days from the newest
+/// candidate), in one pass over the candidates.
 fn blend(hits: &mut [SearchHit]) {
     if hits.is_empty() {
         return;
@@ -345,16 +717,15 @@ fn blend(hits: &mut [SearchHit]) {
     let newest = hits.iter().map(|h| h.timestamp).max().unwrap_or(0);
     const HALF_LIFE_MS: f64 = 7.0 * 86_400_000.0;
     for h in hits.iter_mut() {
-        // rank is negative BM25: lower is better.
         let relevance = if hi > lo {
-            (hi - h.score) / (hi - lo)
+            (h.score - lo) / (hi - lo)
         } else {
             1.0
         };
         let recency = 0.5f64.powf((newest - h.timestamp) as f64 / HALF_LIFE_MS);
-        h.score = -(0.7 * relevance + 0.3 * recency);
+        h.score = 0.7 * relevance + 0.3 * recency;
     }
-    hits.sort_by(|a, b| a.score.total_cmp(&b.score));
+    hits.sort_by(|a, b| b.score.total_cmp(&a.score));
 }
 
 fn fts_error(e: rusqlite::Error) -> QueryError {

@@ -58,7 +58,7 @@ pub async fn timeline(app: &App, req: TimelineRequest) -> Result<Timeline, Query
                 },
             )
             .await?;
-            hits.first().map(|h| h.id).ok_or_else(|| {
+            hits.items.first().map(|h| h.id).ok_or_else(|| {
                 QueryError::NotFound(format!(
                     "no observation matches `{q}`, so there is no anchor; try other words"
                 ))

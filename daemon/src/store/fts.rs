@@ -41,8 +41,13 @@ pub fn index_pending(conn: &mut Connection) -> rusqlite::Result<u64> {
                 None => continue,
             },
         };
+        let path = if table == "observations" {
+            "rel_path"
+        } else {
+            "NULL"
+        };
         total += tx.execute(
-            &format!("INSERT INTO {table}_fts(rowid, content) SELECT id, content FROM {table} WHERE id > ?1 AND id <= ?2"),
+            &format!("INSERT INTO {table}_fts(rowid, content, terms) SELECT id, content, nmem_terms(content, {path}) FROM {table} WHERE id > ?1 AND id <= ?2"),
             params![upto, bound],
         )? as u64;
         tx.execute(&format!("UPDATE fts_state SET {mark} = ?1"), [bound])?;

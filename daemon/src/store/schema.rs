@@ -10,6 +10,7 @@ const MIGRATION_SQL: &[&str] = &[
     include_str!("../../../migrations/002_audit.sql"),
     include_str!("../../../migrations/003_prompt_identity.sql"),
     include_str!("../../../migrations/004_project_lookup.sql"),
+    include_str!("../../../migrations/005_hybrid_retrieval.sql"),
 ];
 
 /// The schema version this build writes (`PRAGMA user_version` after migrating).
@@ -83,6 +84,8 @@ pub fn open_writer(path: &Path) -> Result<Connection, OpenError> {
          PRAGMA cache_size = -8192;",
     )
     .map_err(sql)?;
+    // The full-text triggers compute the identifier words of a changed row.
+    super::terms::register(&conn).map_err(sql)?;
     migrations()
         .to_latest(&mut conn)
         .map_err(|source| OpenError::Migrate {

@@ -131,7 +131,8 @@ fn run(mut conn: Connection, mut rx: mpsc::Receiver<Job>, mut dedup: Dedup, stat
     let mut stop = false;
     // Rows committed since the full-text index last caught up (an estimate, for load).
     let mut unindexed: u64 = u64::MAX; // unknown at start: catch up once idle
-                                       // For waiting with a timeout on the queue.
+    let mut rebuilt: u64 = 0; // rows indexed in the current long catch-up
+                              // For waiting with a timeout on the queue.
     let clock = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .build()
@@ -143,8 +144,23 @@ fn run(mut conn: Connection, mut rx: mpsc::Receiver<Job>, mut dedup: Dedup, stat
                 Err(_) => {
                     // Quiet: index what waits, then wait as long as it takes.
                     match super::fts::index_pending(&mut conn) {
-                        Ok(n) if n < super::fts::CHUNK as u64 => unindexed = 0,
-                        Ok(_) => {}
+                        Ok(n) if n < super::fts::CHUNK as u64 => {
+                            if rebuilt > 0 {
+                                tracing::info!("search index: {} rows indexed, done", rebuilt + n);
+                                rebuilt = 0;
+                            }
+                            unindexed = 0
+                        }
+                        Ok(n) => {
+                            // A long catch-up (a rebuilt index after an upgrade): say how far.
+                            rebuilt += n;
+                            if rebuilt % 50_000 < n {
+                                let left = super::fts::pending(&conn).unwrap_or(0);
+                                tracing::info!(
+                                    "search index: {rebuilt} rows indexed, {left} to go"
+                                );
+                            }
+                        }
                         Err(e) => {
                             stats.error(format!("full-text indexing failed (retried later): {e}"));
                             unindexed = 0;

@@ -1,7 +1,7 @@
 //! `nmem`: the hook handler and the command-line face of nmem.
 
 use clap::{Parser, Subcommand, ValueEnum};
-use nmem_proto::query::OrderBy;
+use nmem_proto::query::{OrderBy, SearchMode};
 use nmem_shim::cli;
 use std::process::ExitCode;
 
@@ -22,6 +22,27 @@ enum Order {
     DateDesc,
     DateAsc,
     Blended,
+}
+
+/// Which sources a search uses.
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum Mode {
+    /// Words and meaning (the default when an embedding model is installed).
+    Hybrid,
+    /// Words only.
+    Lexical,
+    /// Meaning only (needs an embedding model).
+    Semantic,
+}
+
+impl From<Mode> for SearchMode {
+    fn from(m: Mode) -> SearchMode {
+        match m {
+            Mode::Hybrid => SearchMode::Hybrid,
+            Mode::Lexical => SearchMode::Lexical,
+            Mode::Semantic => SearchMode::Semantic,
+        }
+    }
 }
 
 impl From<Order> for OrderBy {
@@ -115,14 +136,20 @@ enum Command {
         until: Option<String>,
         #[arg(long, value_enum)]
         order: Option<Order>,
+        /// Sources: hybrid (default with an embedding model), lexical, or semantic.
+        #[arg(long, value_enum)]
+        mode: Option<Mode>,
         /// Results (default 20, at most 100).
         #[arg(long)]
         limit: Option<i64>,
         #[arg(long)]
         offset: Option<i64>,
-        /// JSON instead of a table.
+        /// JSON instead of a table (an object: `items`, `mode`, `query`, `notes`).
         #[arg(long)]
         json: bool,
+        /// Show how each result was found (lexical tier, semantic similarity, prompt context).
+        #[arg(long)]
+        explain: bool,
     },
     /// Full observations by id.
     Get {
@@ -237,21 +264,25 @@ fn main() -> ExitCode {
             since,
             until,
             order,
+            mode,
             limit,
             offset,
             json,
-        } => cli::search(
+            explain,
+        } => cli::search(cli::SearchArgs {
             query,
-            cli::project_arg(project.project, project.all_projects),
+            project: cli::project_arg(project.project, project.all_projects),
             types,
             files,
             since,
             until,
-            order.map(Into::into),
+            order: order.map(Into::into),
+            mode: mode.map(Into::into),
             limit,
             offset,
             json,
-        ),
+            explain,
+        }),
         Command::Get { ids, json } => cli::get(ids, json),
         Command::Timeline {
             anchor,

