@@ -1,6 +1,7 @@
 //! Helpers for the end-to-end tests: a temporary `NMEM_HOME`, the real `nmemd` on a real socket,
 //! the real `nmem`/`nmemctl` binaries (built with `cargo build --release` first; see
-//! `scripts/test`), and read-only access to the database for assertions.
+//! `scripts/test`), the fixtures of `tests/fixtures`, and read-only access to the
+//! database for assertions.
 //!
 //! Waiting is always on a condition with a deadline ([`wait_until`]), never a bare sleep.
 
@@ -34,15 +35,63 @@ pub fn bin(name: &str) -> PathBuf {
     bin_dir().join(name)
 }
 
-/// `../shared/fixtures` beside the checkout.
+/// This repository's test inputs, `tests/fixtures` (described in its README.md).
 pub fn fixtures() -> PathBuf {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures");
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures");
     assert!(p.is_dir(), "fixtures not found at {}", p.display());
     p
 }
 
 pub fn fixture(rel: &str) -> Vec<u8> {
     std::fs::read(fixtures().join(rel)).unwrap_or_else(|e| panic!("fixture {rel}: {e}"))
+}
+
+/// A Claude Code PostToolUse(Write) of about 20 MB: a generated seed file of some 9.2 MB, carried
+/// twice (in `tool_input` and in `tool_response`) as Claude Code does. Too big to keep in
+/// `tests/fixtures`, so made here, the same bytes every time.
+pub fn huge_write_payload() -> Vec<u8> {
+    use std::fmt::Write as _;
+    const SESSION: &str = "7d3f9a2e-4b1c-4e8a-9f6d-2c5b8e1a0f47";
+    const CWD: &str = "/home/dev/projects/acme-api";
+    const BODY_BYTES: usize = 9_200_000;
+    let statuses = ["draft", "open", "paid", "void", "uncollectible"];
+    let mut body = String::with_capacity(BODY_BYTES + 200);
+    body.push_str("// Generated seed data for load tests. Do not edit by hand.\n");
+    body.push_str("import type { Invoice } from \"@prisma/client\";\n\n");
+    body.push_str("export const invoices: Omit<Invoice, \"createdAt\" | \"updatedAt\">[] = [\n");
+    let mut i: u64 = 0;
+    while body.len() < BODY_BYTES - 200 {
+        i += 1;
+        let _ = writeln!(
+            body,
+            "  {{ id: \"inv_{i:08}\", orgId: \"org_{:04}\", number: \"ACME-{i:08}\", \
+             amountCents: {}, currency: \"USD\", status: \"{}\" }},",
+            (i * 7919) % 5000,
+            (i * 104_729) % 2_000_000,
+            statuses[(i % 5) as usize]
+        );
+    }
+    body.push_str("];\n");
+    let file = format!("{CWD}/src/db/seed/invoices.seed.ts");
+    let mut out = serde_json::to_vec(&serde_json::json!({
+        "session_id": SESSION,
+        "prompt_id": "e4b9c1d2-6a7f-4c3e-b815-0d2f9a6c4e71",
+        "transcript_path": format!("/home/dev/.claude/projects/-home-dev-projects-acme-api/{SESSION}.jsonl"),
+        "cwd": CWD,
+        "permission_mode": "acceptEdits",
+        "hook_event_name": "PostToolUse",
+        "tool_name": "Write",
+        "tool_input": { "file_path": file, "content": body },
+        "tool_response": {
+            "type": "create", "filePath": file, "content": body,
+            "structuredPatch": [], "originalFile": null
+        },
+        "tool_use_id": "toolu_01Hg9eW8qA7sZ6xC5vB4nM3k",
+        "duration_ms": 412,
+    }))
+    .unwrap();
+    out.push(b'\n');
+    out
 }
 
 /// Poll `cond` until it holds or `timeout` passes (then panic with `what`).
