@@ -1,6 +1,6 @@
 //! Helpers for the end-to-end tests: a temporary `NMEM_HOME`, the real `nmemd` on a real socket,
 //! the real `nmem`/`nmemctl` binaries (built with `cargo build --release` first; see
-//! `scripts/test`), the fixtures of `tests/fixtures`, and read-only access to the
+//! [`bin_dir`] and `scripts/test`), the fixtures of `tests/fixtures`, and read-only access to the
 //! database for assertions.
 //!
 //! Waiting is always on a condition with a deadline ([`wait_until`]), never a bare sleep.
@@ -12,23 +12,84 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-/// Where the release binaries are: `NMEM_BIN_DIR`, else the workspace's target folder (the
-/// static build of `scripts/test` first, then a plain `cargo build --release`).
+/// The binaries the end-to-end tests run.
+const BINARIES: [&str; 3] = ["nmemd", "nmem", "nmemctl"];
+
+/// Where the release binaries are, found once:
+/// 1. `NMEM_BIN_DIR` when it is set (`scripts/env.sh` sets it), and then only there;
+/// 2. the folder of the build these tests belong to (`<target>/[<triple>/]release`, beside the
+///    `deps/` folder that holds the test executable);
+/// 3. `$CARGO_TARGET_DIR` (else this workspace's `target/`), in `$CARGO_BUILD_TARGET/release`,
+///    any `<triple>/release`, then `release`.
+///
+/// The tests never build them (cargo holds the build folder's lock while the tests run): when
+/// they are missing, the panic says what to run.
 pub fn bin_dir() -> PathBuf {
+    static DIR: std::sync::OnceLock<Result<PathBuf, String>> = std::sync::OnceLock::new();
+    match DIR.get_or_init(find_bin_dir) {
+        Ok(d) => d.clone(),
+        Err(msg) => panic!("{msg}"),
+    }
+}
+
+fn has_binaries(d: &Path) -> bool {
+    BINARIES.iter().all(|b| d.join(b).is_file())
+}
+
+const BUILD_HINT: &str = "build them first, from the repository's root: \
+    `. scripts/env.sh && cargo build --release --workspace --bins --locked` \
+    (scripts/test does this, then runs every test)";
+
+fn find_bin_dir() -> Result<PathBuf, String> {
     if let Some(d) = std::env::var_os("NMEM_BIN_DIR") {
-        return PathBuf::from(d);
+        let d = PathBuf::from(d);
+        return if has_binaries(&d) {
+            Ok(d)
+        } else {
+            Err(format!(
+                "NMEM_BIN_DIR={} does not hold {}: {BUILD_HINT}, or unset NMEM_BIN_DIR",
+                d.display(),
+                BINARIES.join(", ")
+            ))
+        };
     }
-    let target = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target");
-    for sub in ["x86_64-unknown-linux-gnu/release", "release"] {
-        let d = target.join(sub);
-        if d.join("nmemd").is_file() && d.join("nmem").is_file() {
-            return d;
-        }
+    let mut tried = Vec::new();
+    // The test executable is <target>/[<triple>/]release/deps/<test>-<hash>.
+    if let Some(d) = std::env::current_exe()
+        .ok()
+        .and_then(|e| Some(e.parent()?.parent()?.to_path_buf()))
+    {
+        tried.push(d);
     }
-    panic!(
-        "release binaries not found under {}: run `cargo build --release` (or scripts/test)",
-        target.display()
-    );
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"));
+    if let Some(t) = std::env::var_os("CARGO_BUILD_TARGET") {
+        tried.push(target.join(t).join("release"));
+    }
+    let mut triples: Vec<PathBuf> = std::fs::read_dir(&target)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path().join("release"))
+        .collect();
+    triples.sort();
+    tried.extend(triples);
+    tried.push(target.join("release"));
+    tried.dedup();
+    tried
+        .iter()
+        .find(|d| has_binaries(d))
+        .cloned()
+        .ok_or_else(|| {
+            let looked: Vec<String> = tried.iter().map(|d| d.display().to_string()).collect();
+            format!(
+                "the release binaries ({}) were not found (looked in {}): {BUILD_HINT}; \
+                 or set NMEM_BIN_DIR to the folder that holds them",
+                BINARIES.join(", "),
+                looked.join(", ")
+            )
+        })
 }
 
 pub fn bin(name: &str) -> PathBuf {
@@ -92,6 +153,26 @@ pub fn huge_write_payload() -> Vec<u8> {
     .unwrap();
     out.push(b'\n');
     out
+}
+
+/// Whether every test must run in full: `NMEM_REQUIRE_ALL=1`, which `scripts/test` (and so CI)
+/// sets.
+pub fn require_all() -> bool {
+    std::env::var_os("NMEM_REQUIRE_ALL").is_some_and(|v| v == "1")
+}
+
+/// A test (or a part of one) needs something from outside the repository that this machine
+/// lacks (`why` says what): with `NMEM_REQUIRE_ALL=1` that is a failure; otherwise print why it
+/// is skipped, past cargo's output capture so that it shows, and let the caller go on without it.
+pub fn skip_unless_required(why: &str) {
+    if require_all() {
+        panic!("{why}, and NMEM_REQUIRE_ALL=1 requires every test to run");
+    }
+    use std::io::Write as _;
+    let _ = writeln!(
+        std::io::stderr(),
+        "skipped: {why} (NMEM_REQUIRE_ALL=1 makes this a failure)"
+    );
 }
 
 /// Poll `cond` until it holds or `timeout` passes (then panic with `what`).
