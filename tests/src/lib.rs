@@ -16,7 +16,8 @@ use std::time::{Duration, Instant};
 const BINARIES: [&str; 3] = ["nmemd", "nmem", "nmemctl"];
 
 /// Where the release binaries are, found once:
-/// 1. `NMEM_BIN_DIR` when it is set (`scripts/env.sh` sets it), and then only there;
+/// 1. `NMEM_BIN_DIR` when it is set (`scripts/env.sh` sets it) and holds them (when it does not,
+///    the search goes on, with a note);
 /// 2. the folder of the build these tests belong to (`<target>/[<triple>/]release`, beside the
 ///    `deps/` folder that holds the test executable);
 /// 3. `$CARGO_TARGET_DIR` (else this workspace's `target/`), in `$CARGO_BUILD_TARGET/release`,
@@ -41,19 +42,14 @@ const BUILD_HINT: &str = "build them first, from the repository's root: \
     (scripts/test does this, then runs every test)";
 
 fn find_bin_dir() -> Result<PathBuf, String> {
-    if let Some(d) = std::env::var_os("NMEM_BIN_DIR") {
-        let d = PathBuf::from(d);
-        return if has_binaries(&d) {
-            Ok(d)
-        } else {
-            Err(format!(
-                "NMEM_BIN_DIR={} does not hold {}: {BUILD_HINT}, or unset NMEM_BIN_DIR",
-                d.display(),
-                BINARIES.join(", ")
-            ))
-        };
-    }
     let mut tried = Vec::new();
+    let from_env = std::env::var_os("NMEM_BIN_DIR").map(PathBuf::from);
+    if let Some(d) = &from_env {
+        if has_binaries(d) {
+            return Ok(d.clone());
+        }
+        tried.push(d.clone());
+    }
     // The test executable is <target>/[<triple>/]release/deps/<test>-<hash>.
     if let Some(d) = std::env::current_exe()
         .ok()
@@ -71,25 +67,35 @@ fn find_bin_dir() -> Result<PathBuf, String> {
         .into_iter()
         .flatten()
         .flatten()
+        .filter(|e| e.file_name().to_string_lossy().contains('-'))
         .map(|e| e.path().join("release"))
         .collect();
     triples.sort();
     tried.extend(triples);
     tried.push(target.join("release"));
     tried.dedup();
-    tried
-        .iter()
-        .find(|d| has_binaries(d))
-        .cloned()
-        .ok_or_else(|| {
-            let looked: Vec<String> = tried.iter().map(|d| d.display().to_string()).collect();
-            format!(
-                "the release binaries ({}) were not found (looked in {}): {BUILD_HINT}; \
-                 or set NMEM_BIN_DIR to the folder that holds them",
-                BINARIES.join(", "),
-                looked.join(", ")
-            )
-        })
+    let Some(found) = tried.iter().find(|d| has_binaries(d)).cloned() else {
+        let looked: Vec<String> = tried.iter().map(|d| d.display().to_string()).collect();
+        return Err(format!(
+            "the release binaries ({}) were not found (looked in {}): {BUILD_HINT}; \
+             or set NMEM_BIN_DIR to the folder that holds them",
+            BINARIES.join(", "),
+            looked.join(", ")
+        ));
+    };
+    if let Some(d) = from_env {
+        // scripts/env.sh derives NMEM_BIN_DIR from CARGO_TARGET_DIR when sourced: a target folder
+        // chosen afterwards leaves it pointing at an empty one.
+        use std::io::Write as _;
+        let _ = writeln!(
+            std::io::stderr(),
+            "note: NMEM_BIN_DIR={} does not hold {}; using {}",
+            d.display(),
+            BINARIES.join(", "),
+            found.display()
+        );
+    }
+    Ok(found)
 }
 
 pub fn bin(name: &str) -> PathBuf {
