@@ -1,4 +1,4 @@
-//! `nmem-bench`: prints the figures behind nmem's budgets (DESIGN.md §6), each next to a
+//! `nmem-bench`: prints the figures behind nmem's budgets (docs/design.md §6), each next to a
 //! reference measured in the same run. Nothing here asserts a time: it reports.
 //!
 //! Usage: nmem-bench [--runs N] [--events N] [--scales 10000,100000,1000000]
@@ -15,7 +15,7 @@
 //!   SessionStart with its digest, search in several orders and shapes, timeline,
 //!   recent_context, nmemd RSS, database bytes per observation.
 //! * `nmem import` of generated Claude Code transcripts (`--import-records` lines).
-//! * Last, every budget of DESIGN.md §6 with its figure and whether it is met; `--json` writes
+//! * Last, every budget of docs/design.md §6 with its figure and whether it is met; `--json` writes
 //!   every figure (and the verdicts) to a file.
 
 mod corpus;
@@ -738,7 +738,7 @@ fn import_bench(
     Ok(())
 }
 
-/// Every budget of DESIGN.md §6 (and the import's), its figure, and whether it is met.
+/// Every budget of docs/design.md §6 (and the import's), its figure, and whether it is met.
 fn budgets(report: &Report, big: &str) {
     let mut rows: Vec<(String, Option<f64>, String, bool)> = Vec::new();
     let mut at_most = |what: &str, key: &str, limit: f64, unit: &str| {

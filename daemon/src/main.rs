@@ -113,7 +113,7 @@ fn run() -> anyhow::Result<()> {
         "nmemd ready"
     );
 
-    // Memory stays small and flat (DESIGN.md §6: 64 MB at 1M observations): few threads, and
+    // Memory stays small and flat (docs/design.md §6: 64 MB at 1M observations): few threads, and
     // glibc's per-thread malloc arenas capped, since each would keep its own free memory.
     #[cfg(target_env = "gnu")]
     unsafe {

@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, HashMap};
 
 const DAY_MS: i64 = 86_400_000;
 
-/// Default ages in days (DESIGN.md §5), overridable per type in `[retention]`.
+/// Default ages in days (docs/design.md §5), overridable per type in `[retention]`.
 pub fn default_days(obs_type: &str) -> i64 {
     match obs_type {
         "git_commit" | "git_push" | "memory" => 730,

@@ -22,7 +22,7 @@ from mcp import ClientSession, StdioServerParameters, types
 from mcp.client.stdio import stdio_client
 
 BIN = Path(os.environ["NMEM_BIN_DIR"])  # set by scripts/env.sh
-FIXTURES = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "hooks" / "claude-code"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "hooks" / "claude-code"
 RESULTS = {"passed": 0, "failed": 0}
 
 

@@ -1,6 +1,7 @@
 //! Helpers for the end-to-end tests: a temporary `NMEM_HOME`, the real `nmemd` on a real socket,
 //! the real `nmem`/`nmemctl` binaries (built with `cargo build --release` first; see
-//! `scripts/test`), and read-only access to the database for assertions.
+//! [`bin_dir`] and `scripts/test`), the fixtures of `tests/fixtures`, and read-only access to the
+//! database for assertions.
 //!
 //! Waiting is always on a condition with a deadline ([`wait_until`]), never a bare sleep.
 
@@ -11,38 +12,173 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-/// Where the release binaries are: `NMEM_BIN_DIR`, else the workspace's target folder (the
-/// static build of `scripts/test` first, then a plain `cargo build --release`).
+/// The binaries the end-to-end tests run.
+const BINARIES: [&str; 3] = ["nmemd", "nmem", "nmemctl"];
+
+/// Where the release binaries are, found once:
+/// 1. `NMEM_BIN_DIR` when it is set (`scripts/env.sh` sets it) and holds them (when it does not,
+///    the search goes on, with a note);
+/// 2. the folder of the build these tests belong to (`<target>/[<triple>/]release`, beside the
+///    `deps/` folder that holds the test executable);
+/// 3. `$CARGO_TARGET_DIR` (else this workspace's `target/`), in `$CARGO_BUILD_TARGET/release`,
+///    any `<triple>/release`, then `release`.
+///
+/// The tests never build them (cargo holds the build folder's lock while the tests run): when
+/// they are missing, the panic says what to run.
 pub fn bin_dir() -> PathBuf {
-    if let Some(d) = std::env::var_os("NMEM_BIN_DIR") {
-        return PathBuf::from(d);
+    static DIR: std::sync::OnceLock<Result<PathBuf, String>> = std::sync::OnceLock::new();
+    match DIR.get_or_init(find_bin_dir) {
+        Ok(d) => d.clone(),
+        Err(msg) => panic!("{msg}"),
     }
-    let target = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target");
-    for sub in ["x86_64-unknown-linux-gnu/release", "release"] {
-        let d = target.join(sub);
-        if d.join("nmemd").is_file() && d.join("nmem").is_file() {
-            return d;
+}
+
+fn has_binaries(d: &Path) -> bool {
+    BINARIES.iter().all(|b| d.join(b).is_file())
+}
+
+const BUILD_HINT: &str = "build them first, from the repository's root: \
+    `. scripts/env.sh && cargo build --release --workspace --bins --locked` \
+    (scripts/test does this, then runs every test)";
+
+fn find_bin_dir() -> Result<PathBuf, String> {
+    let mut tried = Vec::new();
+    let from_env = std::env::var_os("NMEM_BIN_DIR").map(PathBuf::from);
+    if let Some(d) = &from_env {
+        if has_binaries(d) {
+            return Ok(d.clone());
         }
+        tried.push(d.clone());
     }
-    panic!(
-        "release binaries not found under {}: run `cargo build --release` (or scripts/test)",
-        target.display()
-    );
+    // The test executable is <target>/[<triple>/]release/deps/<test>-<hash>.
+    if let Some(d) = std::env::current_exe()
+        .ok()
+        .and_then(|e| Some(e.parent()?.parent()?.to_path_buf()))
+    {
+        tried.push(d);
+    }
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"));
+    if let Some(t) = std::env::var_os("CARGO_BUILD_TARGET") {
+        tried.push(target.join(t).join("release"));
+    }
+    let mut triples: Vec<PathBuf> = std::fs::read_dir(&target)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().contains('-'))
+        .map(|e| e.path().join("release"))
+        .collect();
+    triples.sort();
+    tried.extend(triples);
+    tried.push(target.join("release"));
+    tried.dedup();
+    let Some(found) = tried.iter().find(|d| has_binaries(d)).cloned() else {
+        let looked: Vec<String> = tried.iter().map(|d| d.display().to_string()).collect();
+        return Err(format!(
+            "the release binaries ({}) were not found (looked in {}): {BUILD_HINT}; \
+             or set NMEM_BIN_DIR to the folder that holds them",
+            BINARIES.join(", "),
+            looked.join(", ")
+        ));
+    };
+    if let Some(d) = from_env {
+        // scripts/env.sh derives NMEM_BIN_DIR from CARGO_TARGET_DIR when sourced: a target folder
+        // chosen afterwards leaves it pointing at an empty one.
+        use std::io::Write as _;
+        let _ = writeln!(
+            std::io::stderr(),
+            "note: NMEM_BIN_DIR={} does not hold {}; using {}",
+            d.display(),
+            BINARIES.join(", "),
+            found.display()
+        );
+    }
+    Ok(found)
 }
 
 pub fn bin(name: &str) -> PathBuf {
     bin_dir().join(name)
 }
 
-/// `../shared/fixtures` beside the checkout.
+/// This repository's test inputs, `tests/fixtures` (described in its README.md).
 pub fn fixtures() -> PathBuf {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures");
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures");
     assert!(p.is_dir(), "fixtures not found at {}", p.display());
     p
 }
 
 pub fn fixture(rel: &str) -> Vec<u8> {
     std::fs::read(fixtures().join(rel)).unwrap_or_else(|e| panic!("fixture {rel}: {e}"))
+}
+
+/// A Claude Code PostToolUse(Write) of about 20 MB: a generated seed file of some 9.2 MB, carried
+/// twice (in `tool_input` and in `tool_response`) as Claude Code does. Too big to keep in
+/// `tests/fixtures`, so made here, the same bytes every time.
+pub fn huge_write_payload() -> Vec<u8> {
+    use std::fmt::Write as _;
+    const SESSION: &str = "7d3f9a2e-4b1c-4e8a-9f6d-2c5b8e1a0f47";
+    const CWD: &str = "/home/dev/projects/acme-api";
+    const BODY_BYTES: usize = 9_200_000;
+    let statuses = ["draft", "open", "paid", "void", "uncollectible"];
+    let mut body = String::with_capacity(BODY_BYTES + 200);
+    body.push_str("// Generated seed data for load tests. Do not edit by hand.\n");
+    body.push_str("import type { Invoice } from \"@prisma/client\";\n\n");
+    body.push_str("export const invoices: Omit<Invoice, \"createdAt\" | \"updatedAt\">[] = [\n");
+    let mut i: u64 = 0;
+    while body.len() < BODY_BYTES - 200 {
+        i += 1;
+        let _ = writeln!(
+            body,
+            "  {{ id: \"inv_{i:08}\", orgId: \"org_{:04}\", number: \"ACME-{i:08}\", \
+             amountCents: {}, currency: \"USD\", status: \"{}\" }},",
+            (i * 7919) % 5000,
+            (i * 104_729) % 2_000_000,
+            statuses[(i % 5) as usize]
+        );
+    }
+    body.push_str("];\n");
+    let file = format!("{CWD}/src/db/seed/invoices.seed.ts");
+    let mut out = serde_json::to_vec(&serde_json::json!({
+        "session_id": SESSION,
+        "prompt_id": "e4b9c1d2-6a7f-4c3e-b815-0d2f9a6c4e71",
+        "transcript_path": format!("/home/dev/.claude/projects/-home-dev-projects-acme-api/{SESSION}.jsonl"),
+        "cwd": CWD,
+        "permission_mode": "acceptEdits",
+        "hook_event_name": "PostToolUse",
+        "tool_name": "Write",
+        "tool_input": { "file_path": file, "content": body },
+        "tool_response": {
+            "type": "create", "filePath": file, "content": body,
+            "structuredPatch": [], "originalFile": null
+        },
+        "tool_use_id": "toolu_01Hg9eW8qA7sZ6xC5vB4nM3k",
+        "duration_ms": 412,
+    }))
+    .unwrap();
+    out.push(b'\n');
+    out
+}
+
+/// Whether every test must run in full: `NMEM_REQUIRE_ALL=1`, which `scripts/test` (and so CI)
+/// sets.
+pub fn require_all() -> bool {
+    std::env::var_os("NMEM_REQUIRE_ALL").is_some_and(|v| v == "1")
+}
+
+/// A test (or a part of one) needs something from outside the repository that this machine
+/// lacks (`why` says what): with `NMEM_REQUIRE_ALL=1` that is a failure; otherwise print why it
+/// is skipped, past cargo's output capture so that it shows, and let the caller go on without it.
+pub fn skip_unless_required(why: &str) {
+    if require_all() {
+        panic!("{why}, and NMEM_REQUIRE_ALL=1 requires every test to run");
+    }
+    use std::io::Write as _;
+    let _ = writeln!(
+        std::io::stderr(),
+        "skipped: {why} (NMEM_REQUIRE_ALL=1 makes this a failure)"
+    );
 }
 
 /// Poll `cond` until it holds or `timeout` passes (then panic with `what`).

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
 
-/// What each Claude Code fixture must store (../shared/fixtures/hooks/README.md): an obs_type,
+/// What each Claude Code fixture must store (tests/fixtures/README.md): an obs_type,
 /// "prompt" for a prompts row, or None for ignored.
 const CLAUDE_CODE: &[(&str, Option<&str>)] = &[
     ("session_start.startup.json", Some("session_start")),
@@ -250,14 +250,7 @@ fn malformed_payloads_are_rejected_with_one_line_and_store_nothing() {
 #[test]
 fn a_20_mb_write_is_stored_once_with_its_body_elided() {
     let home = Home::new("huge");
-    let payload = home.dir.join("huge_write_20mb.json");
-    let status = std::process::Command::new("python3")
-        .arg(fixtures().join("hooks/gen_huge_write.py"))
-        .arg(&payload)
-        .status()
-        .expect("python3 runs the fixture generator");
-    assert!(status.success());
-    let bytes = std::fs::read(&payload).unwrap();
+    let bytes = huge_write_payload();
     assert!(bytes.len() > 15_000_000);
     let _d = home.start();
     let out = home.record_with("claude-code", &bytes, |c| {

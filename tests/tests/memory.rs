@@ -90,7 +90,7 @@ fn the_sample_session_replayed_through_hooks_gives_the_counts_its_readme_gives()
     );
 }
 
-/// The fake credentials in ../shared/fixtures/hooks/secrets, and the private key bodies.
+/// The fake credentials in tests/fixtures/hooks/secrets, and the private key bodies.
 fn secrets() -> Vec<String> {
     let mut s: Vec<String> = [
         "AKIAIOSFODNN7EXAMPLE",

@@ -460,7 +460,8 @@ fn status_names_a_database_the_daemon_cannot_open_and_hooks_keep_exiting_0() {
 struct Tmpfs(std::path::PathBuf);
 
 impl Tmpfs {
-    /// `None` where this machine does not let the tests mount one (not root, no CAP_SYS_ADMIN).
+    /// `None` where this machine does not let the tests mount one (not root, no CAP_SYS_ADMIN, no
+    /// `mount`).
     fn mount(dir: &std::path::Path, size: &str) -> Option<Tmpfs> {
         std::fs::create_dir_all(dir).unwrap();
         let ok = std::process::Command::new("mount")
@@ -489,8 +490,9 @@ impl Drop for Tmpfs {
 fn a_full_disk_is_named_loses_nothing_and_recovers() {
     let home = Home::new("diskfull");
     let Some(fs) = Tmpfs::mount(&home.dir.join("small"), "8m") else {
-        eprintln!("skipped: this machine cannot mount a tmpfs for the test");
-        return;
+        return skip_unless_required(
+            "this machine cannot mount a tmpfs (`mount` as root, or with CAP_SYS_ADMIN)",
+        );
     };
     // The database on the small file system; the spool stays on the big one.
     let db = fs.0.join("nmem.db");
@@ -555,8 +557,9 @@ fn a_full_disk_is_named_loses_nothing_and_recovers() {
 fn a_read_only_database_folder_is_named_and_hooks_keep_exiting_0() {
     let home = Home::new("readonly");
     let Some(fs) = Tmpfs::mount(&home.dir.join("ro"), "8m") else {
-        eprintln!("skipped: this machine cannot mount a tmpfs for the test");
-        return;
+        return skip_unless_required(
+            "this machine cannot mount a tmpfs (`mount` as root, or with CAP_SYS_ADMIN)",
+        );
     };
     let db = fs.0.join("nmem.db");
     // A database made while writable, then the file system turned read-only under it.

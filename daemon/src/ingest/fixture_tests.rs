@@ -1,5 +1,5 @@
 //! Every hook fixture of every harness, through `Ingest::prepare`: what it must store
-//! (../shared/fixtures/hooks/README.md).
+//! (tests/fixtures/README.md).
 
 use super::*;
 use crate::ingest::project::Strategy;
@@ -12,8 +12,11 @@ fn ingest() -> Ingest {
     )
 }
 
+/// `tests/fixtures/hooks` of this repository.
 fn fixtures() -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/hooks")
+    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/hooks");
+    assert!(p.is_dir(), "fixtures not found at {}", p.display());
+    p
 }
 
 /// (harness folder, harness, file, expected): an obs_type, "prompt", or "" for nothing stored.
