@@ -121,6 +121,9 @@ pub struct Options {
     pub model: Option<std::path::PathBuf>,
     /// A config.toml for the daemon (to compare fusion weights or turn a technique off).
     pub config: Option<std::path::PathBuf>,
+    /// More configs to score the same replayed memory under, one after the other, ending with a
+    /// comparison table (the ablation).
+    pub ablate: Vec<std::path::PathBuf>,
 }
 
 pub fn run(
@@ -153,17 +156,78 @@ pub fn run(
     }
     let mut daemon = start_daemon(bins, &home)?;
     let socket = home.join("nmemd.sock");
-    let result = score(&data, &socket, json_out);
+    let result = (|| -> anyhow::Result<()> {
+        let mut conn = client::Conn::open(&socket)?;
+        let rep = replay(&data, &mut conn)?;
+        let base = score(&data, &mut conn, &rep, json_out)?;
+        if opts.ablate.is_empty() {
+            return Ok(());
+        }
+        // The same memory (vectors included) searched under other configs: restart the daemon
+        // with each, score again, and compare.
+        let mut rows = vec![("defaults".to_string(), base)];
+        for config in &opts.ablate {
+            daemon.stop()?;
+            std::fs::copy(config, home.join("config.toml"))
+                .map_err(|e| anyhow::anyhow!("--ablate {}: {e}", config.display()))?;
+            daemon = start_daemon(bins, &home)?;
+            let mut conn = client::Conn::open(&socket)?;
+            println!("\n######## config {}", config.display());
+            rows.push((
+                config.display().to_string(),
+                score(&data, &mut conn, &rep, None)?,
+            ));
+        }
+        println!("\n== ablation (R@5 / MRR, all question types; main and paraphrase sets)");
+        let ways: Vec<String> = rows[0].1["main"]["all"]
+            .as_object()
+            .map(|o| {
+                o.keys()
+                    .filter(|k| {
+                        k.contains("lexical") || k.contains("hybrid") || k.contains("semantic")
+                    })
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default();
+        print!("{:<40}", "config");
+        for w in &ways {
+            print!(" | {:^27}", w);
+        }
+        println!();
+        for (name, f) in &rows {
+            print!("{:<40}", name.rsplit('/').next().unwrap_or(name));
+            for w in &ways {
+                let cell = |set: &str| {
+                    let c = &f[set]["all"][w.as_str()];
+                    format!(
+                        "{:.3}/{:.3}",
+                        c["recall_at_5"].as_f64().unwrap_or(0.0),
+                        c["mrr"].as_f64().unwrap_or(0.0)
+                    )
+                };
+                print!(" | {} {}", cell("main"), cell("paraphrase"));
+            }
+            println!();
+        }
+        Ok(())
+    })();
     daemon.stop()?;
     let _ = std::fs::remove_dir_all(&home);
     result
 }
 
-fn score(data: &Dataset, socket: &Path, json_out: Option<&str>) -> anyhow::Result<()> {
-    let mut conn = client::Conn::open(socket)?;
-    // Replay: every event, in order, with its own time; remember what each became.
-    let mut stored: HashMap<&str, (String, i64)> = HashMap::new();
-    let mut last_at: HashMap<&str, i64> = HashMap::new();
+/// What replaying the histories stored: each gold event's (kind, id), each history's last time.
+struct Replayed {
+    stored: HashMap<String, (String, i64)>,
+    last_at: HashMap<String, i64>,
+    events: usize,
+}
+
+/// Replay every event, in order, with its own time; remember what each became.
+fn replay(data: &Dataset, conn: &mut client::Conn) -> anyhow::Result<Replayed> {
+    let mut stored: HashMap<String, (String, i64)> = HashMap::new();
+    let mut last_at: HashMap<String, i64> = HashMap::new();
     let mut events = 0;
     for h in &data.histories {
         for s in &h.sessions {
@@ -192,14 +256,29 @@ fn score(data: &Dataset, socket: &Path, json_out: Option<&str>) -> anyhow::Resul
                 );
                 let reply: wire::RecordReply = serde_json::from_slice(&r.body)?;
                 if let (Some(kind), Some(id)) = (reply.kind, reply.id) {
-                    stored.insert(&e.event_id, (kind, id));
+                    stored.insert(e.event_id.clone(), (kind, id));
                 }
                 events += 1;
-                last_at.insert(&h.history_id, at);
+                last_at.insert(h.history_id.clone(), at);
             }
         }
     }
-    wait_for_embeddings(&mut conn)?;
+    wait_for_embeddings(conn)?;
+    Ok(Replayed {
+        stored,
+        last_at,
+        events,
+    })
+}
+
+/// Score every question; print the tables (unless `quiet`) and return the figures.
+fn score(
+    data: &Dataset,
+    conn: &mut client::Conn,
+    rep: &Replayed,
+    json_out: Option<&str>,
+) -> anyhow::Result<Value> {
+    let (stored, last_at, events) = (&rep.stored, &rep.last_at, rep.events);
     let histories: HashMap<&str, &History> = data
         .histories
         .iter()
@@ -217,7 +296,7 @@ fn score(data: &Dataset, socket: &Path, json_out: Option<&str>) -> anyhow::Resul
     // question as typed, ordered by relevance; and the agent's query in the other orders
     // (default mode).
     let probe = search_reply(
-        &mut conn,
+        conn,
         &json!({"query": "probe", "project": null, "limit": 1}),
     )?;
     let modes: Vec<&str> = if probe["mode"] == "hybrid" {
@@ -264,7 +343,7 @@ fn score(data: &Dataset, socket: &Path, json_out: Option<&str>) -> anyhow::Resul
                 body["mode"] = json!(m);
             }
             let t = Instant::now();
-            let reply = search_reply(&mut conn, &body)?;
+            let reply = search_reply(conn, &body)?;
             latencies.push(t.elapsed());
             // A query nmem rejects scores zero, as a client would get an error.
             let items: Vec<Value> = reply["items"].as_array().cloned().unwrap_or_default();
@@ -274,7 +353,7 @@ fn score(data: &Dataset, socket: &Path, json_out: Option<&str>) -> anyhow::Resul
                 .collect();
             // The held-out scoring: is a gold answer string inside a returned item (observations
             // read whole through get_observations, prompts as returned)?
-            let answered = answer_ranks(&mut conn, &items, &q.answer_keys)?;
+            let answered = answer_ranks(conn, &items, &q.answer_keys)?;
             let rank = hits.iter().position(|x| gold.contains(x)).map(|r| r + 1);
             ranks.insert(way.clone(), json!(rank));
             for set in [q.set.as_str(), "all"] {
@@ -304,7 +383,10 @@ fn score(data: &Dataset, socket: &Path, json_out: Option<&str>) -> anyhow::Resul
             "POST",
             wire::PATH_EVENTS,
             &[
-                (wire::H_EVENT_ID, &format!("eval-digest-{}", h.history_id)),
+                (
+                    wire::H_EVENT_ID,
+                    &format!("eval-digest-{}-{}", h.history_id, nmem_proto::now_ms()),
+                ),
                 (wire::H_RECEIVED_AT, &at.to_string()),
                 (wire::H_HARNESS, "claude-code"),
             ],
@@ -410,7 +492,7 @@ fn score(data: &Dataset, socket: &Path, json_out: Option<&str>) -> anyhow::Resul
         std::fs::write(path, serde_json::to_string_pretty(&out)?)?;
         println!("wrote {path}");
     }
-    Ok(())
+    Ok(Value::Object(figures))
 }
 
 /// One search; an error reply (a query nmem rejects) is an empty result.

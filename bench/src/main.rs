@@ -2,9 +2,10 @@
 //! reference measured in the same run. Nothing here asserts a time: it reports.
 //!
 //! Usage: nmem-bench [--runs N] [--events N] [--scales 10000,100000,1000000]
-//!                   [--import-records N] [--json PATH]
+//!                   [--import-records N] [--model WHEEL_OR_DIR] [--json PATH]
 //!        nmem-bench --fill DIR [--scale N]   (only build a corpus database in DIR, and keep it)
-//!        nmem-bench --eval eval/nmem-eval.json [--json PATH]   (score retrieval, see eval.rs)
+//!        nmem-bench --eval eval/nmem-eval.json [--model WHEEL_OR_DIR] [--config TOML]
+//!                   [--ablate A.toml,B.toml] [--json PATH]   (score retrieval, see eval.rs)
 //!
 //! * `nmem record` end to end (spawn, read stdin, forward, ack after commit) for a 3 KB
 //!   PostToolUse, with the daemon up, down (spool) and hung (SIGSTOP), next to `/bin/true` and a
@@ -20,6 +21,30 @@
 
 mod corpus;
 mod eval;
+mod hybrid;
+
+const USAGE: &str = "\
+nmem-bench: the figures behind nmem's budgets, and its retrieval eval. Nothing is asserted.
+
+Usage:
+  nmem-bench [--runs N] [--events N] [--scales 10000,100000,1000000] [--import-records N]
+             [--model WHEEL_OR_DIR] [--json PATH]
+      hook latency (daemon up, down, hung) next to /bin/true, sustained ingest, and at each scale
+      SessionStart, search, timeline, recent_context, RSS and database size; the import rate;
+      a table of every budget, met or missed. --json writes every figure. With --model: the
+      embedding backfill rate on real rows (smallest scale), then at each scale synthetic vectors
+      for every row and hybrid search with the real model embedding the queries, nmemd's and the
+      embedder's RSS.
+  nmem-bench --fill DIR [--scale N]
+      only build a corpus database in DIR, and keep it.
+  nmem-bench --eval FILE [--model WHEEL_OR_DIR] [--config TOML] [--ablate A.toml,B.toml] [--json PATH]
+      replay the eval's histories into a fresh nmemd and score search on its questions (R@5, R@10,
+      MRR, answer-string hits) per set, question type, mode and query kind. --model imports an
+      embedding model first (hybrid and semantic figures too); --config gives the daemon a
+      config.toml; --ablate scores the same memory again under each config and ends with a
+      comparison table.
+  nmem-bench --help
+";
 
 use nmem_proto::{client, wire};
 use std::io::Write;
@@ -31,6 +56,10 @@ use std::time::{Duration, Instant};
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();
     if args.get(1).map(String::as_str) == Some("--noop") {
+        return Ok(());
+    }
+    if args.iter().any(|a| a == "--help" || a == "-h") {
+        print!("{USAGE}");
         return Ok(());
     }
     let opt = |name: &str| {
@@ -71,7 +100,13 @@ fn main() -> anyhow::Result<()> {
             &bins,
             Path::new(&file),
             json_out.as_deref(),
-            eval::Options { model, config },
+            eval::Options {
+                model,
+                config,
+                ablate: opt("--ablate")
+                    .map(|l| l.split(',').map(PathBuf::from).collect())
+                    .unwrap_or_default(),
+            },
             start_daemon,
         );
     }
@@ -80,7 +115,7 @@ fn main() -> anyhow::Result<()> {
         let dir = PathBuf::from(dir);
         let mut report = Report::default();
         let t_true = spawn_times(20, || Command::new("/bin/true"), None);
-        at_scale(&bins, &dir, scale, 20, &mut report, &t_true)?;
+        at_scale(&bins, &dir, scale, 20, &mut report, &t_true, None)?;
         return Ok(());
     }
     let home = std::env::temp_dir().join(format!("nmem-bench-{}", std::process::id()));
@@ -211,10 +246,20 @@ fn main() -> anyhow::Result<()> {
     report.line("nmem record, daemon down (spool)", &t_down, Some(&t_true));
 
     // A realistic memory at each scale: the digest, queries, RSS and bytes per observation.
-    for &n in &scales {
+    let model = opt("--model").map(PathBuf::from);
+    for (i, &n) in scales.iter().enumerate() {
         println!();
         let dir = home.join(format!("scale-{n}"));
-        at_scale(&bins, &dir, n, runs.min(200), &mut report, &t_true)?;
+        let with_model = model.as_deref().map(|m| (m, i == 0));
+        at_scale(
+            &bins,
+            &dir,
+            n,
+            runs.min(200),
+            &mut report,
+            &t_true,
+            with_model,
+        )?;
         let _ = std::fs::remove_dir_all(&dir);
     }
 
@@ -430,6 +475,7 @@ fn at_scale(
     runs: usize,
     report: &mut Report,
     t_true: &[Duration],
+    model: Option<(&Path, bool)>,
 ) -> anyhow::Result<()> {
     let tag = scale_tag(scale);
     std::fs::create_dir_all(home)?;
@@ -564,6 +610,25 @@ fn at_scale(
     println!("{:<48} {:>10.0} bytes per observation  ({:.1} MB for {} observations and {} prompts, FTS included)", format!("database size [{tag}]"), per, bytes as f64 / 1e6, s.observations, s.prompts);
     report.push(format!("db_bytes_per_observation_{tag}"), per);
     report.push(format!("observations_{tag}"), s.observations as f64);
+    if let Some((model, measure_backfill)) = model {
+        let info = hybrid::import(model, home)?;
+        if measure_backfill {
+            let mut daemon = start_daemon(bins, home)?;
+            hybrid::backfill_rate(&socket, report, &tag)?;
+            daemon.stop()?;
+        }
+        let vectors = hybrid::fill_synthetic(&home.join("nmem.db"), &info)?;
+        let with = std::fs::metadata(home.join("nmem.db"))?.len();
+        let added = with.saturating_sub(bytes) as f64 / s.observations.max(1) as f64;
+        println!(
+            "{:<48} {:>10.0} bytes per observation  ({vectors} synthetic vectors of {}, deterministic; queries embedded for real)",
+            format!("vectors add [{tag}]"),
+            added,
+            info.id
+        );
+        report.push(format!("vector_bytes_per_observation_{tag}"), added);
+        hybrid::queries(bins, home, s.observations, report, &tag)?;
+    }
     Ok(())
 }
 

@@ -45,6 +45,9 @@ pub struct SearchConfig {
     pub context: bool,
     /// Match `camelCase` query terms against their parts.
     pub split_identifiers: bool,
+    /// Keep results matching every word above those found by meaning alone (a bonus equal to
+    /// the best semantic contribution).
+    pub all_words_first: bool,
 }
 
 impl Default for SearchConfig {
@@ -59,6 +62,7 @@ impl Default for SearchConfig {
             weight_identifiers: 0.5,
             context: true,
             split_identifiers: true,
+            all_words_first: true,
         }
     }
 }

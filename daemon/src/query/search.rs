@@ -265,7 +265,7 @@ impl Plan {
         for h in self.fetch(c, &missing)? {
             found.insert(key(&h), h);
         }
-        let mut hits = self.fuse(lists, found);
+        let mut hits = fuse(&self.cfg, lists, found);
         match self.order {
             OrderBy::Relevance => {}
             OrderBy::Blended => blend(&mut hits),
@@ -277,61 +277,6 @@ impl Plan {
             .skip(self.offset as usize)
             .take(self.limit as usize)
             .collect())
-    }
-
-    /// Weighted reciprocal rank fusion. A result matching every word gets a bonus equal to the
-    /// best a semantic-only result can get, so it stays above every result found by meaning
-    /// alone; among themselves, results are ordered by the sum of their sources' contributions.
-    fn fuse(&self, lists: Vec<Ranked>, mut found: HashMap<Key, SearchHit>) -> Vec<SearchHit> {
-        let k = self.cfg.rrf_k.max(1.0);
-        let bonus = self.cfg.weight_semantic.max(self.cfg.weight_context) / (k + 1.0);
-        let mut scores: HashMap<Key, f64> = HashMap::new();
-        let mut sources: HashMap<Key, Vec<RetrievalSource>> = HashMap::new();
-        for list in &lists {
-            let mut rank = 0u32;
-            for (i, key) in list.keys.iter().enumerate() {
-                if !found.contains_key(key) {
-                    continue;
-                }
-                let seen = sources.entry(*key).or_default();
-                // A key appears once per source (the context lists each observation once).
-                if seen
-                    .iter()
-                    .any(|s| s.source == list.source && s.tier.as_deref() == list.tier)
-                {
-                    continue;
-                }
-                rank += 1;
-                let mut contribution = list.weight / (k + rank as f64);
-                if list.tier == Some(ALL_WORDS) {
-                    contribution += bonus;
-                }
-                *scores.entry(*key).or_default() += contribution;
-                seen.push(RetrievalSource {
-                    source: list.source.into(),
-                    rank,
-                    tier: list.tier.map(str::to_string),
-                    similarity: list.similarity.get(i).copied(),
-                    prompt_id: list.prompt.get(i).copied(),
-                });
-            }
-        }
-        let mut hits: Vec<SearchHit> = scores
-            .into_iter()
-            .filter_map(|(key, score)| {
-                let mut h = found.remove(&key)?;
-                h.score = score;
-                h.retrieval_sources = sources.remove(&key).unwrap_or_default();
-                Some(h)
-            })
-            .collect();
-        hits.sort_by(|a, b| {
-            b.score
-                .total_cmp(&a.score)
-                .then(b.timestamp.cmp(&a.timestamp))
-                .then(b.id.cmp(&a.id))
-        });
-        hits
     }
 
     fn wants_observations(&self) -> bool {
@@ -661,6 +606,69 @@ impl Plan {
     }
 }
 
+/// Weighted reciprocal rank fusion. A result matching every word gets a bonus equal to the
+/// best a semantic-only result can get, so it stays above every result found by meaning
+/// alone; among themselves, results are ordered by the sum of their sources' contributions.
+fn fuse(
+    cfg: &SearchConfig,
+    lists: Vec<Ranked>,
+    mut found: HashMap<Key, SearchHit>,
+) -> Vec<SearchHit> {
+    let k = cfg.rrf_k.max(1.0);
+    let bonus = if cfg.all_words_first {
+        cfg.weight_semantic.max(cfg.weight_context) / (k + 1.0)
+    } else {
+        0.0
+    };
+    let mut scores: HashMap<Key, f64> = HashMap::new();
+    let mut sources: HashMap<Key, Vec<RetrievalSource>> = HashMap::new();
+    for list in &lists {
+        let mut rank = 0u32;
+        for (i, key) in list.keys.iter().enumerate() {
+            if !found.contains_key(key) {
+                continue;
+            }
+            let seen = sources.entry(*key).or_default();
+            // A key appears once per source (the context lists each observation once).
+            if seen
+                .iter()
+                .any(|s| s.source == list.source && s.tier.as_deref() == list.tier)
+            {
+                continue;
+            }
+            rank += 1;
+            let mut contribution = list.weight / (k + rank as f64);
+            if list.tier == Some(ALL_WORDS) {
+                contribution += bonus;
+            }
+            *scores.entry(*key).or_default() += contribution;
+            seen.push(RetrievalSource {
+                source: list.source.into(),
+                rank,
+                tier: list.tier.map(str::to_string),
+                similarity: list.similarity.get(i).copied(),
+                prompt_id: list.prompt.get(i).copied(),
+            });
+        }
+    }
+    let mut hits: Vec<SearchHit> = scores
+        .into_iter()
+        .filter_map(|(key, score)| {
+            let mut h = found.remove(&key)?;
+            h.score = score;
+            h.retrieval_sources = sources.remove(&key).unwrap_or_default();
+            Some(h)
+        })
+        .collect();
+    hits.sort_by(|a, b| {
+        b.score
+            .total_cmp(&a.score)
+            .then(b.timestamp.cmp(&a.timestamp))
+            .then(b.id.cmp(&a.id))
+    });
+    hits
+}
+
 const OBS_HIT: &str =
     "o.id, o.timestamp, o.obs_type, substr(o.content, 1, 120), o.file_path, o.session_id, o.project";
 const PROMPT_HIT: &str = "p.id, p.timestamp, p.source, p.content, p.session_id, p.project";
@@ -738,5 +746,90 @@ fn fts_error(e: rusqlite::Error) -> QueryError {
         QueryError::BadFts(msg)
     } else {
         QueryError::Read(msg)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hit(id: i64) -> SearchHit {
+        SearchHit {
+            kind: "observation".into(),
+            id,
+            timestamp: id,
+            obs_type: Some("command".into()),
+            content_preview: String::new(),
+            content: None,
+            source: None,
+            file_path: None,
+            session_id: "s".into(),
+            project: "p".into(),
+            score: 0.0,
+            retrieval_sources: Vec::new(),
+        }
+    }
+
+    fn key(id: i64) -> Key {
+        Key { prompt: false, id }
+    }
+
+    /// Hits 1..=40 matched every word (in that order); semantic search ranks 100 first and has
+    /// never seen the word matches.
+    fn lists() -> (Vec<Ranked>, HashMap<Key, SearchHit>) {
+        let mut lexical = Ranked::new("lexical", Some(ALL_WORDS), 1.0);
+        lexical.keys = (1..=40).map(key).collect();
+        let mut semantic = Ranked::new("semantic", None, 1.0);
+        semantic.keys = vec![key(100), key(101)];
+        semantic.similarity = vec![0.9, 0.8];
+        let found = (1..=40)
+            .chain([100, 101])
+            .map(|i| (key(i), hit(i)))
+            .collect();
+        (vec![lexical, semantic], found)
+    }
+
+    #[test]
+    fn every_word_matches_stay_above_meaning_only_hits() {
+        let (l, f) = lists();
+        let hits = fuse(&SearchConfig::default(), l, f);
+        let at = |id: i64| hits.iter().position(|h| h.id == id).unwrap();
+        assert!(
+            at(40) < at(100),
+            "the 40th word match is above the best meaning match"
+        );
+        assert_eq!(hits[0].id, 1);
+        let s = &hits[at(100)].retrieval_sources;
+        assert_eq!(s.len(), 1);
+        assert_eq!((s[0].source.as_str(), s[0].rank), ("semantic", 1));
+        assert_eq!(s[0].similarity, Some(0.9));
+        // Without the bonus the best meaning match would pass the lower word matches.
+        let (l, f) = lists();
+        let cfg = SearchConfig {
+            all_words_first: false,
+            ..Default::default()
+        };
+        let hits = fuse(&cfg, l, f);
+        let at = |id: i64| hits.iter().position(|h| h.id == id).unwrap();
+        assert!(at(100) < at(40));
+    }
+
+    #[test]
+    fn sources_add_up_and_looser_tiers_count_less() {
+        let mut strict = Ranked::new("lexical", Some(ALL_WORDS), 1.0);
+        strict.keys = vec![key(1)];
+        let mut any = Ranked::new("lexical", Some(fts_query::ANY_WORD), 0.2);
+        any.keys = vec![key(2), key(1), key(3)];
+        let mut semantic = Ranked::new("semantic", None, 1.0);
+        semantic.keys = vec![key(3), key(2)];
+        semantic.similarity = vec![0.7, 0.6];
+        let found = [1, 2, 3].map(|i| (key(i), hit(i))).into_iter().collect();
+        let hits = fuse(&SearchConfig::default(), vec![strict, any, semantic], found);
+        let ids: Vec<i64> = hits.iter().map(|h| h.id).collect();
+        // 1 matched every word; 3 is first by meaning and third by any word; 2 the reverse,
+        // and an any-word rank counts less than a semantic one.
+        assert_eq!(ids, [1, 3, 2]);
+        assert_eq!(hits[0].retrieval_sources.len(), 2);
+        assert!(hits.windows(2).all(|w| w[0].score >= w[1].score));
     }
 }

@@ -95,11 +95,7 @@ impl Semantic {
     pub fn new(cfg: EmbedConfig, models_root: PathBuf) -> Semantic {
         let bin = std::env::var_os("NMEM_EMBED_BIN")
             .map(PathBuf::from)
-            .or_else(|| {
-                std::env::current_exe()
-                    .ok()
-                    .and_then(|e| e.parent().map(|d| d.join("nmem-embed")))
-            })
+            .or_else(nmem_embed::protocol::default_bin)
             .filter(|p| p.is_file());
         let cap = (cfg.cache_mb as usize).saturating_mul(1 << 20);
         Semantic {
@@ -216,8 +212,11 @@ impl Semantic {
         match res {
             Ok(v) => Ok((active, v)),
             Err(e) => {
-                // A broken child is killed (Drop) and started again next time.
-                *child = None;
+                // A dead or broken child is dropped and started again next time; one that only
+                // refused this request stays.
+                if e.child_is_gone() || !child.as_ref().is_some_and(|c| c.is_alive()) {
+                    *child = None;
+                }
                 Err(e.to_string())
             }
         }

@@ -1,0 +1,203 @@
+//! Hybrid search end to end: a real nmemd, a model imported with `nmemctl model import` while it
+//! runs, the backfill embedding what was stored, and searches by words, by meaning and both.
+//!
+//! The embedder is the hand-made one in `tests/fixtures/embedder/concepts.py` (it speaks the
+//! `nmem-embed` protocol and maps synonyms to the same dimensions), so what "means the same"
+//! is fixed by the test and not by a model's training; the tiny BERT folder is imported as the
+//! model (same 32 dimensions). The real engine is tested in the `embed` crate.
+
+use nmem_e2e::{fixtures, wait_until, Home};
+use serde_json::{json, Value};
+use std::path::PathBuf;
+use std::time::Duration;
+
+fn bash(n: usize, command: &str, stdout: &str) -> Vec<u8> {
+    json!({
+        "session_id": "hybrid-1",
+        "cwd": "/home/dev/projects/shop",
+        "hook_event_name": "PostToolUse",
+        "tool_name": "Bash",
+        "tool_input": { "command": command },
+        "tool_response": { "stdout": stdout, "stderr": "", "interrupted": false },
+        "tool_use_id": format!("toolu_hybrid_{n}"),
+    })
+    .to_string()
+    .into_bytes()
+}
+
+fn json_of(out: std::process::Output) -> Value {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn search(home: &Home, query: &str, extra: &[&str]) -> Value {
+    let mut args = vec!["search", query, "--project", "shop", "--json"];
+    args.extend_from_slice(extra);
+    json_of(home.cmd("nmem").args(&args).output().unwrap())
+}
+
+fn ids(reply: &Value) -> Vec<i64> {
+    reply["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["id"].as_i64().unwrap())
+        .collect()
+}
+
+fn sources(reply: &Value, id: i64) -> Vec<String> {
+    reply["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["id"] == id)
+        .map(|h| {
+            h["retrieval_sources"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|s| s["source"].as_str().unwrap().to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn meaning_finds_what_words_miss_and_full_word_matches_stay_first() {
+    if std::process::Command::new("python3")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        nmem_e2e::skip_unless_required("python3 runs the test embedder and is not installed");
+        return;
+    }
+    let home = Home::new("hybrid");
+    let embedder = fixtures().join("embedder/concepts.py");
+    let _d = home.start_with(|c| {
+        c.env("NMEM_EMBED_BIN", &embedder);
+    });
+    let events = [
+        (
+            "python jobs/export_orders.py",
+            "pyarrow.lib.ArrowInvalid: Could not convert 'N/A' with type str in to_parquet",
+        ),
+        ("npm run lint", "0 problems"),
+        ("pg_dump staging backup > staging.sql", "done"),
+        (
+            "./scripts/snapshot-preprod-db.sh",
+            "snapshot of the preprod database written",
+        ),
+        ("cargo test", "ok"),
+    ];
+    for (n, (cmd, out)) in events.iter().enumerate() {
+        assert!(home
+            .record("claude-code", &bash(n, cmd, out))
+            .status
+            .success());
+    }
+    // Without a model: words only, and the reply says so.
+    let before = search(&home, "what broke the scheduled data dump", &[]);
+    assert_eq!(before["mode"], "lexical", "{before}");
+    assert!(before["notes"][0]
+        .as_str()
+        .unwrap()
+        .contains("nmemctl model import"));
+
+    // Import while the daemon runs: it takes effect without a restart, and the backfill embeds
+    // every stored row.
+    let tiny = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../embed/testdata/tiny-bert");
+    let import = home
+        .cmd("nmemctl")
+        .args(["model", "import"])
+        .arg(&tiny)
+        .output()
+        .unwrap();
+    assert!(
+        import.status.success(),
+        "{}",
+        String::from_utf8_lossy(&import.stderr)
+    );
+    assert!(String::from_utf8_lossy(&import.stdout).contains("nmemd now searches with"));
+    let status = || {
+        json_of(
+            home.cmd("nmemctl")
+                .args(["status", "--json"])
+                .output()
+                .unwrap(),
+        )
+    };
+    wait_until("every row to be embedded", Duration::from_secs(60), || {
+        let e = &status()["embedding"];
+        e["pending"] == 0 && e["embedded"].as_u64().unwrap_or(0) >= events.len() as u64
+    });
+    assert_eq!(
+        home.count("SELECT COUNT(*) FROM obs_vectors"),
+        home.count("SELECT COUNT(*) FROM observations"),
+        "one vector per observation"
+    );
+
+    let export = ids(&search(&home, "ArrowInvalid", &["--mode", "lexical"]))[0];
+    // A question in other words: lexical search misses it, hybrid finds it by meaning.
+    let q = "what broke the scheduled data dump";
+    let lexical = search(&home, q, &["--mode", "lexical"]);
+    assert!(!ids(&lexical).contains(&export), "{lexical}");
+    let hybrid = search(&home, q, &[]);
+    assert_eq!(hybrid["mode"], "hybrid", "{hybrid}");
+    assert!(!hybrid["query"]["model"].as_str().unwrap().is_empty());
+    assert!(ids(&hybrid)[..3].contains(&export), "{hybrid}");
+    assert!(sources(&hybrid, export).contains(&"semantic".to_string()));
+    let semantic = search(&home, q, &["--mode", "semantic"]);
+    assert_eq!(ids(&semantic)[0], export, "{semantic}");
+
+    // A result matching every word stays above one found by meaning alone.
+    let staging = ids(&search(&home, "pg_dump", &["--mode", "lexical"]))[0];
+    let preprod = ids(&search(&home, "preprod", &["--mode", "lexical"]))[0];
+    let both = search(&home, "staging backup", &[]);
+    let order = ids(&both);
+    let (s, p) = (
+        order
+            .iter()
+            .position(|&i| i == staging)
+            .expect("the word match"),
+        order
+            .iter()
+            .position(|&i| i == preprod)
+            .expect("the meaning match"),
+    );
+    assert!(s < p, "{both}");
+    assert_eq!(sources(&both, preprod), ["semantic"], "{both}");
+    assert!(sources(&both, staging).contains(&"lexical".to_string()));
+
+    // Vectors go with their rows.
+    let purge = home
+        .cmd("nmemctl")
+        .args(["purge", "--project", "shop", "--yes"])
+        .output()
+        .unwrap();
+    assert!(
+        purge.status.success(),
+        "{}",
+        String::from_utf8_lossy(&purge.stderr)
+    );
+    assert_eq!(home.count("SELECT COUNT(*) FROM observations"), 0);
+    assert_eq!(home.count("SELECT COUNT(*) FROM obs_vectors"), 0);
+
+    // Removing the model: words only again, said so.
+    let id = status()["embedding"]["model"].as_str().unwrap().to_string();
+    let rm = home
+        .cmd("nmemctl")
+        .args(["model", "remove", &id])
+        .output()
+        .unwrap();
+    assert!(
+        rm.status.success(),
+        "{}",
+        String::from_utf8_lossy(&rm.stderr)
+    );
+    assert_eq!(search(&home, "staging", &[])["mode"], "lexical");
+}
