@@ -887,6 +887,38 @@ fn budgets(report: &Report, big: &str) {
         1024.0,
         "B/obs",
     );
+    if report.get(&format!("hybrid_project_p50_ms_{big}")).is_some() {
+        at_most(
+            &format!("hybrid search p50, project [{big}]"),
+            &format!("hybrid_project_p50_ms_{big}"),
+            15.0,
+            "ms",
+        );
+        at_most(
+            &format!("hybrid search p99, project [{big}]"),
+            &format!("hybrid_project_p99_ms_{big}"),
+            50.0,
+            "ms",
+        );
+        at_most(
+            &format!("nmemd RSS, hybrid [{big}]"),
+            &format!("nmemd_rss_hybrid_mb_{big}"),
+            64.0,
+            "MB",
+        );
+        at_most(
+            &format!("embedder RSS [{big}]"),
+            &format!("embedder_rss_mb_{big}"),
+            200.0,
+            "MB",
+        );
+        at_most(
+            &format!("vectors add [{big}]"),
+            &format!("vector_bytes_per_observation_{big}"),
+            512.0,
+            "B/obs",
+        );
+    }
     let mut at_least = |what: &str, key: &str, limit: f64, unit: &str| {
         let v = report.get(key);
         rows.push((
