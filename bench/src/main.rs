@@ -887,7 +887,10 @@ fn budgets(report: &Report, big: &str) {
         1024.0,
         "B/obs",
     );
-    if report.get(&format!("hybrid_project_p50_ms_{big}")).is_some() {
+    if report
+        .get(&format!("hybrid_project_p50_ms_{big}"))
+        .is_some()
+    {
         at_most(
             &format!("hybrid search p50, project [{big}]"),
             &format!("hybrid_project_p50_ms_{big}"),
