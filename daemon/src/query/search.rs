@@ -39,11 +39,11 @@ const BLEND_POOL: i64 = 100;
 const CANDIDATES: [Option<i64>; 4] = [Some(300), Some(3_000), Some(30_000), None];
 const PROJECT_CANDIDATES: [Option<i64>; 4] = [Some(100), Some(1_000), Some(10_000), None];
 /// Candidates each source contributes to the fusion, at least.
-const MIN_POOL: i64 = 30;
+const MIN_POOL: i64 = 20;
 /// Prompts whose observations form the context source.
-const CONTEXT_PROMPTS: usize = 8;
+const CONTEXT_PROMPTS: usize = 5;
 /// Observations taken under each of those prompts.
-const CONTEXT_PER_PROMPT: i64 = 24;
+const CONTEXT_PER_PROMPT: i64 = 12;
 
 pub async fn search(app: &App, req: SearchRequest) -> Result<SearchReply, QueryError> {
     let text = req.query.trim().to_string();
