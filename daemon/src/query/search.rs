@@ -78,27 +78,6 @@ pub async fn search(app: &App, req: SearchRequest) -> Result<SearchReply, QueryE
             SearchMode::Lexical
         }
     };
-    let mut model = None;
-    let mut query_vec = None;
-    if mode != SearchMode::Lexical {
-        match app.semantic.embed_query(text.clone()).await {
-            Ok((name, v)) => {
-                model = Some(name);
-                query_vec = Some(v);
-            }
-            Err(e) if mode == SearchMode::Semantic => {
-                return Err(QueryError::Read(format!(
-                    "the query could not be embedded: {e}"
-                )))
-            }
-            Err(e) => {
-                notes.push(format!(
-                    "lexical only this time: the query could not be embedded ({e})"
-                ));
-                mode = SearchMode::Lexical;
-            }
-        }
-    }
     if lex.dropped > 0 {
         notes.push(format!(
             "the query was long: its {} most useful terms were searched ({} left out)",
@@ -112,7 +91,6 @@ pub async fn search(app: &App, req: SearchRequest) -> Result<SearchReply, QueryE
     let plan = Plan {
         lex: lex.clone(),
         mode,
-        query_vec,
         semantic: app.semantic.clone(),
         cfg: app.config.search.clone(),
         project: project_of(app, &req.project, &req.cwd),
@@ -135,7 +113,45 @@ pub async fn search(app: &App, req: SearchRequest) -> Result<SearchReply, QueryE
              from lexical results until it is done"
         ));
     }
-    let items = app.readers.run(move |c| Ok(plan.run(c))).await??;
+    // The query is embedded (in the child process) while the lexical sources run on a reader:
+    // the two take similar times, so hybrid search costs about the slower of them.
+    let plan = Arc::new(plan);
+    let lexical = {
+        let plan = plan.clone();
+        app.readers.run(move |c| Ok(plan.lexical(c)))
+    };
+    let embedding = async {
+        match mode {
+            SearchMode::Lexical => None,
+            _ => Some(app.semantic.embed_query(text.clone()).await),
+        }
+    };
+    let (lexical, embedding) = tokio::join!(lexical, embedding);
+    let (lists, found) = lexical??;
+    let mut model = None;
+    let mut query_vec = None;
+    match embedding {
+        None => {}
+        Some(Ok((name, v))) => {
+            model = Some(name);
+            query_vec = Some(v);
+        }
+        Some(Err(e)) if mode == SearchMode::Semantic => {
+            return Err(QueryError::Read(format!(
+                "the query could not be embedded: {e}"
+            )))
+        }
+        Some(Err(e)) => {
+            notes.push(format!(
+                "lexical only this time: the query could not be embedded ({e})"
+            ));
+            mode = SearchMode::Lexical;
+        }
+    }
+    let items = app
+        .readers
+        .run(move |c| Ok(plan.finish(c, lists, found, query_vec.as_deref())))
+        .await??;
     Ok(SearchReply {
         items,
         mode: mode.as_str().into(),
@@ -152,7 +168,6 @@ pub async fn search(app: &App, req: SearchRequest) -> Result<SearchReply, QueryE
 struct Plan {
     lex: LexPlan,
     mode: SearchMode,
-    query_vec: Option<Vec<f32>>,
     semantic: Arc<Semantic>,
     cfg: SearchConfig,
     project: Option<String>,
@@ -204,7 +219,13 @@ impl Plan {
         (self.offset + self.limit).max(MIN_POOL)
     }
 
-    fn run(&self, c: &Connection) -> Result<Vec<SearchHit>, QueryError> {
+    /// The lexical sources (the tiers, then the context of the prompts they found), and the
+    /// hits they fetched.
+    #[allow(clippy::type_complexity)]
+    fn lexical(
+        &self,
+        c: &Connection,
+    ) -> Result<(Vec<Ranked>, HashMap<Key, SearchHit>), QueryError> {
         let pool = self.pool();
         let mut found: HashMap<Key, SearchHit> = HashMap::new();
         let mut lists: Vec<Ranked> = Vec::new();
@@ -237,7 +258,20 @@ impl Plan {
                 }
             }
         }
-        if let (Some(q), true) = (&self.query_vec, self.mode != SearchMode::Lexical) {
+        Ok((lists, found))
+    }
+
+    /// The semantic source (when the query was embedded), the candidates only it or the
+    /// context found, fused and ordered.
+    fn finish(
+        &self,
+        c: &Connection,
+        mut lists: Vec<Ranked>,
+        mut found: HashMap<Key, SearchHit>,
+        query_vec: Option<&[f32]>,
+    ) -> Result<Vec<SearchHit>, QueryError> {
+        let pool = self.pool();
+        if let Some(q) = query_vec {
             // Oversample when filters will drop candidates.
             let filtered = !self.types.is_empty()
                 || !self.files.is_empty()
