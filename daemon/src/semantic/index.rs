@@ -2,7 +2,8 @@
 //! vectors, loaded from `nmem.db` on first use and kept under an LRU bound on bytes. A search
 //! scans the codes by Hamming distance for candidates, then [`rescore`] reads their int8 vectors
 //! and ranks them by cosine. A project whose codes alone exceed the bound is scanned straight
-//! from the database instead (slower, never over the memory bound).
+//! from the database instead by [`scan`]: exact int8 cosine over every vector, keeping only the
+//! best few (slower, never over the memory bound).
 
 use super::{Active, Key};
 use rusqlite::Connection;
@@ -26,6 +27,8 @@ pub struct Cache {
     cap: usize,
     model: i64,
     entries: HashMap<Option<String>, Codes>,
+    /// Projects whose codes were found to exceed the bound: not loaded again.
+    too_big: std::collections::HashSet<Option<String>>,
     clock: u64,
 }
 
@@ -51,15 +54,18 @@ impl Cache {
             cap,
             model: 0,
             entries: HashMap::new(),
+            too_big: Default::default(),
             clock: 0,
         }
     }
 
     pub fn clear(&mut self) {
         self.entries.clear();
+        self.too_big.clear();
     }
 
-    /// The best `m` candidates of a project by Hamming distance to the query's code.
+    /// The best `m` candidates of a project by Hamming distance to the query's code; `None`
+    /// when the project's codes do not fit in the bound (then [`scan`] it).
     pub fn candidates(
         &mut self,
         c: &Connection,
@@ -68,28 +74,30 @@ impl Cache {
         q: &[f32],
         m: usize,
         prompts: bool,
-    ) -> rusqlite::Result<Vec<Key>> {
+    ) -> rusqlite::Result<Option<Vec<Key>>> {
         if self.model != active.db_id {
-            self.entries.clear();
+            self.clear();
             self.model = active.db_id;
         }
         self.clock += 1;
         let words = active.dim.div_ceil(64);
         let qcode = nmem_embed::quant::binary_code(q);
         let entry_key = project.map(str::to_string);
+        if self.too_big.contains(&entry_key) {
+            return Ok(None);
+        }
         if !self.entries.contains_key(&entry_key) {
-            let codes = load(c, active, project)?;
-            if codes.bytes() > self.cap {
-                // Too big to keep: use it once.
-                return Ok(best(&codes, &qcode, words, m, prompts));
-            }
+            let Some(codes) = load(c, active, project, self.cap)? else {
+                self.too_big.insert(entry_key);
+                return Ok(None);
+            };
             self.entries.insert(entry_key.clone(), codes);
             self.evict(&entry_key);
         }
         let clock = self.clock;
         let codes = self.entries.get_mut(&entry_key).expect("just inserted");
         codes.last_used = clock;
-        Ok(best(codes, &qcode, words, m, prompts))
+        Ok(Some(best(codes, &qcode, words, m, prompts)))
     }
 
     /// A row embedded after its project's codes were loaded.
@@ -124,24 +132,36 @@ impl Cache {
     }
 }
 
-/// Every vector of a project with the active model, as codes.
-fn load(c: &Connection, active: &Active, project: Option<&str>) -> rusqlite::Result<Codes> {
+/// The SQL reading a project's (every project's: `?1` NULL) vectors of the active model, for
+/// observations and for prompts.
+fn vector_queries(project: Option<&str>) -> [(&'static str, bool); 2] {
+    match project {
+        Some(_) => [
+            ("SELECT v.id, v.vec, v.scale FROM observations o JOIN obs_vectors v ON v.id = o.id WHERE o.project = ?1 AND v.model = ?2", false),
+            ("SELECT v.id, v.vec, v.scale FROM prompts p JOIN prompt_vectors v ON v.id = p.id WHERE p.project = ?1 AND v.model = ?2", true),
+        ],
+        None => [
+            ("SELECT id, vec, scale FROM obs_vectors WHERE ?1 IS NULL AND model = ?2", false),
+            ("SELECT id, vec, scale FROM prompt_vectors WHERE ?1 IS NULL AND model = ?2", true),
+        ],
+    }
+}
+
+/// Every vector of a project with the active model, as codes; `None` as soon as they exceed
+/// `cap` bytes.
+fn load(
+    c: &Connection,
+    active: &Active,
+    project: Option<&str>,
+    cap: usize,
+) -> rusqlite::Result<Option<Codes>> {
     let mut codes = Codes {
         keys: Vec::new(),
         codes: Vec::new(),
         last_used: 0,
     };
-    let queries: [(&str, bool); 2] = match project {
-        Some(_) => [
-            ("SELECT v.id, v.vec FROM observations o JOIN obs_vectors v ON v.id = o.id WHERE o.project = ?1 AND v.model = ?2", false),
-            ("SELECT v.id, v.vec FROM prompts p JOIN prompt_vectors v ON v.id = p.id WHERE p.project = ?1 AND v.model = ?2", true),
-        ],
-        None => [
-            ("SELECT id, vec FROM obs_vectors WHERE ?1 IS NULL AND model = ?2", false),
-            ("SELECT id, vec FROM prompt_vectors WHERE ?1 IS NULL AND model = ?2", true),
-        ],
-    };
-    for (sql, prompt) in queries {
+    let per_row = std::mem::size_of::<Key>() + active.dim.div_ceil(64) * 8;
+    for (sql, prompt) in vector_queries(project) {
         let mut stmt = c.prepare(sql)?;
         let mut rows = stmt.query(rusqlite::params![project, active.db_id])?;
         while let Some(r) = rows.next()? {
@@ -150,11 +170,77 @@ fn load(c: &Connection, active: &Active, project: Option<&str>) -> rusqlite::Res
             if blob.len() != active.dim {
                 continue;
             }
+            if (codes.keys.len() + 1) * per_row > cap {
+                return Ok(None);
+            }
             codes.keys.push(Key { prompt, id });
             code_of(as_i8(blob), &mut codes.codes);
         }
     }
-    Ok(codes)
+    Ok(Some(codes))
+}
+
+/// The `n` rows nearest to `q` by the exact cosine of their int8 vectors, reading every vector
+/// of the project once and keeping only the best `n`: for projects too big for the code cache.
+pub fn scan(
+    c: &Connection,
+    active: &Active,
+    project: Option<&str>,
+    q: &[f32],
+    n: usize,
+    prompts: bool,
+) -> rusqlite::Result<Vec<(Key, f32)>> {
+    use std::cmp::Reverse;
+    use std::collections::BinaryHeap;
+    // A min-heap of the best so far, by (similarity bits, id) so ties are deterministic.
+    struct Sim(f32);
+    impl PartialEq for Sim {
+        fn eq(&self, o: &Self) -> bool {
+            self.cmp(o).is_eq()
+        }
+    }
+    impl Eq for Sim {}
+    impl PartialOrd for Sim {
+        fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+            Some(self.cmp(o))
+        }
+    }
+    impl Ord for Sim {
+        fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+            self.0.total_cmp(&o.0)
+        }
+    }
+    let mut heap: BinaryHeap<Reverse<(Sim, i64, bool)>> = BinaryHeap::with_capacity(n + 1);
+    for (sql, prompt) in vector_queries(project) {
+        if prompt && !prompts {
+            continue;
+        }
+        let mut stmt = c.prepare(sql)?;
+        let mut rows = stmt.query(rusqlite::params![project, active.db_id])?;
+        while let Some(r) = rows.next()? {
+            let id: i64 = r.get(0)?;
+            let blob = r.get_ref(1)?.as_blob()?;
+            if blob.len() != q.len() {
+                continue;
+            }
+            let scale: f64 = r.get(2)?;
+            let dot: f32 = as_i8(blob).iter().zip(q).map(|(&x, &y)| x as f32 * y).sum();
+            heap.push(Reverse((Sim(dot * scale as f32), id, prompt)));
+            if heap.len() > n {
+                heap.pop();
+            }
+        }
+    }
+    let mut out: Vec<(Key, f32)> = heap
+        .into_iter()
+        .map(|Reverse((s, id, prompt))| (Key { prompt, id }, s.0))
+        .collect();
+    out.sort_by(|a, b| {
+        b.1.total_cmp(&a.1)
+            .then(b.0.id.cmp(&a.0.id))
+            .then(a.0.prompt.cmp(&b.0.prompt))
+    });
+    Ok(out)
 }
 
 /// The `m` keys nearest to `qcode` by Hamming distance.
@@ -216,7 +302,109 @@ pub fn rescore(
             }
         }
     }
-    out.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.id.cmp(&a.0.id)));
+    out.sort_by(|a, b| {
+        b.1.total_cmp(&a.1)
+            .then(b.0.id.cmp(&a.0.id))
+            .then(a.0.prompt.cmp(&b.0.prompt))
+    });
     out.truncate(n);
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Deterministic pseudo-random unit vectors.
+    fn vector(seed: u64, dim: usize) -> Vec<f32> {
+        let mut x = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let v: Vec<f32> = (0..dim)
+            .map(|_| {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+                ((x >> 33) as f32 / (1u64 << 31) as f32) - 0.5
+            })
+            .collect();
+        let norm = v.iter().map(|a| a * a).sum::<f32>().sqrt();
+        v.into_iter().map(|a| a / norm).collect()
+    }
+
+    fn db(rows: u64, dim: usize) -> Connection {
+        let c = Connection::open_in_memory().unwrap();
+        c.execute_batch(
+            "CREATE TABLE observations (id INTEGER PRIMARY KEY, project TEXT);
+             CREATE TABLE prompts (id INTEGER PRIMARY KEY, project TEXT);
+             CREATE TABLE obs_vectors (id INTEGER PRIMARY KEY, model INT, scale REAL, vec BLOB);
+             CREATE TABLE prompt_vectors (id INTEGER PRIMARY KEY, model INT, scale REAL, vec BLOB);",
+        )
+        .unwrap();
+        for id in 1..=rows as i64 {
+            let (scale, v) = nmem_embed::quant::quantize_i8(&vector(id as u64, dim));
+            let blob: Vec<u8> = v.iter().map(|&b| b as u8).collect();
+            let project = if id % 3 == 0 { "shop" } else { "other" };
+            for (rows, vectors) in [
+                ("observations", "obs_vectors"),
+                ("prompts", "prompt_vectors"),
+            ] {
+                c.execute(
+                    &format!("INSERT INTO {rows} (id, project) VALUES (?1, ?2)"),
+                    rusqlite::params![id, project],
+                )
+                .unwrap();
+                c.execute(
+                    &format!(
+                        "INSERT INTO {vectors} (id, model, scale, vec) VALUES (?1, 1, ?2, ?3)"
+                    ),
+                    rusqlite::params![id, scale as f64, blob],
+                )
+                .unwrap();
+            }
+        }
+        c
+    }
+
+    fn active(dim: usize) -> Active {
+        Active {
+            db_id: 1,
+            name: "test".into(),
+            dim,
+            dir: Default::default(),
+        }
+    }
+
+    /// The exact scan (projects too big for the cache) and the exhaustive rescoring agree, and
+    /// honour the project and prompt filters.
+    #[test]
+    fn a_project_too_big_for_the_cache_is_scanned_exactly() {
+        let dim = 64;
+        let c = db(300, dim);
+        let a = active(dim);
+        let q = vector(10_000, dim);
+        for (project, prompts) in [(Some("shop"), true), (None, false), (None, true)] {
+            let mut small = Cache::new(0);
+            assert!(small
+                .candidates(&c, &a, project, &q, 1_000, prompts)
+                .unwrap()
+                .is_none());
+            let scanned = scan(&c, &a, project, &q, 10, prompts).unwrap();
+            let mut big = Cache::new(1 << 20);
+            let all = big
+                .candidates(&c, &a, project, &q, 1_000, prompts)
+                .unwrap()
+                .expect("fits");
+            let rescored = rescore(&c, &a, &q, all, 10).unwrap();
+            assert_eq!(scanned.len(), 10);
+            assert_eq!(
+                scanned.iter().map(|x| x.0).collect::<Vec<_>>(),
+                rescored.iter().map(|x| x.0).collect::<Vec<_>>()
+            );
+            for (k, _) in &scanned {
+                assert!(prompts || !k.prompt);
+                if project.is_some() {
+                    assert_eq!(k.id % 3, 0, "only the project's rows");
+                }
+            }
+        }
+    }
 }

@@ -265,7 +265,8 @@ impl Semantic {
     }
 
     /// The `n` nearest rows of a project (every project: `None`) to `q`: binary codes in memory
-    /// pick candidates, their int8 vectors rescore them.
+    /// pick candidates, their int8 vectors rescore them; a project too big for the code cache
+    /// is scanned exactly instead.
     pub fn nearest(
         &self,
         c: &Connection,
@@ -284,7 +285,10 @@ impl Semantic {
             let mut cache = self.index.lock().unwrap_or_else(|e| e.into_inner());
             cache.candidates(c, &active, project, q, (n * 8).max(400), prompts)?
         };
-        index::rescore(c, &active, q, candidates, n)
+        match candidates {
+            Some(candidates) => index::rescore(c, &active, q, candidates, n),
+            None => index::scan(c, &active, project, q, n, prompts),
+        }
     }
 
     /// Rows just embedded: add their codes to the cached projects.
