@@ -1,11 +1,16 @@
 //! The daemon's hold on its files: the database lock, the socket (bound here or inherited from
 //! systemd socket activation), and the signals that end it.
+//!
+//! Nothing here follows a symlink or trusts a folder others can write to: the lock is opened with
+//! `O_NOFOLLOW` (a planted link to another file would otherwise be truncated), the socket's folder
+//! must be the user's own, and only a stale *socket* is ever removed to bind anew: any other file
+//! at that path is left alone and the start refused.
 
-use nmem_proto::paths::{ensure_private_dir, Paths};
+use nmem_proto::paths::{check_own_file, ensure_private_dir_for, Paths, NOFOLLOW_FLAGS};
 use std::fs::File;
-use std::io::Write;
+use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd};
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 /// The exclusive lock beside the database, held for the daemon's whole life.
@@ -19,6 +24,10 @@ pub enum StartError {
     AlreadyRunning { pid: String, db: String },
     #[error("another nmemd is already listening on {0}; stop it first, or set NMEM_SOCKET to use another socket")]
     SocketInUse(String),
+    #[error("{0} exists and is not a socket: nmemd replaces only a stale socket of its own; move that file away, or set NMEM_SOCKET to another path")]
+    NotASocket(String),
+    #[error("{0}")]
+    Unsafe(String),
     #[error("{what} {path}: {source}")]
     Io {
         what: &'static str,
@@ -40,21 +49,33 @@ impl DbLock {
     /// Take the lock or say who has it.
     pub fn acquire(paths: &Paths) -> Result<DbLock, StartError> {
         let path = paths.db_lock();
+        check_own_file(&path).map_err(|e| StartError::Unsafe(e.to_string()))?;
+        // O_NOFOLLOW as well as the check: a link planted between the two still fails (ELOOP).
         let mut file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
             .truncate(false)
             .mode(0o600)
+            .custom_flags(NOFOLLOW_FLAGS)
             .open(&path)
             .map_err(io("cannot open the lock file", &path))?;
+        let meta = file
+            .metadata()
+            .map_err(io("cannot open the lock file", &path))?;
+        if !meta.is_file() || meta.uid() != unsafe { libc::geteuid() } {
+            return Err(StartError::Unsafe(format!(
+                "{} is not a regular file of yours: remove it, or set NMEM_DB to another database",
+                path.display()
+            )));
+        }
         // SAFETY: flock on a descriptor we own.
         let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
         if rc != 0 {
-            let pid = std::fs::read_to_string(&path)
-                .unwrap_or_default()
-                .trim()
-                .to_string();
+            // Read through the descriptor already checked, never the name again.
+            let mut pid = String::new();
+            let _ = (&file).take(64).read_to_string(&mut pid);
+            let pid = pid.trim().to_string();
             return Err(StartError::AlreadyRunning {
                 pid: if pid.is_empty() {
                     "unknown".into()
@@ -88,15 +109,24 @@ pub fn bind(paths: &Paths) -> Result<Bound, StartError> {
         });
     }
     let path = &paths.socket;
-    if let Some(dir) = path.parent() {
-        ensure_private_dir(dir).map_err(io("cannot create the socket folder", dir))?;
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        // Refuses a folder another user owns or can write to: they could bind first or swap the
+        // socket under us.
+        ensure_private_dir_for(dir, "NMEM_SOCKET")
+            .map_err(|e| StartError::Unsafe(format!("the socket's folder: {e}")))?;
     }
-    if path.exists() {
-        if std::os::unix::net::UnixStream::connect(path).is_ok() {
-            return Err(StartError::SocketInUse(path.display().to_string()));
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.file_type().is_socket() => {
+            if std::os::unix::net::UnixStream::connect(path).is_ok() {
+                return Err(StartError::SocketInUse(path.display().to_string()));
+            }
+            // A stale socket from a daemon that died: replace it.
+            std::fs::remove_file(path).map_err(io("cannot remove the stale socket", path))?;
         }
-        // A stale socket from a daemon that died: replace it.
-        std::fs::remove_file(path).map_err(io("cannot remove the stale socket", path))?;
+        // Anything else (a regular file, a symlink, a folder) is not ours to delete.
+        Ok(_) => return Err(StartError::NotASocket(path.display().to_string())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(io("cannot inspect the socket path", path)(e)),
     }
     let listener =
         std::os::unix::net::UnixListener::bind(path).map_err(io("cannot listen on", path))?;

@@ -2,7 +2,7 @@
 //! autostart) do the rest.
 
 use nmem_daemon::{app::App, config::Config, listener, server, spool};
-use nmem_proto::paths::{ensure_private_dir, Paths};
+use nmem_proto::paths::{check_own_file, ensure_private_dir_for, Paths};
 use std::process::ExitCode;
 
 const HELP: &str = "\
@@ -91,17 +91,24 @@ fn run() -> anyhow::Result<()> {
     unsafe { libc::umask(0o077) };
     let paths = Paths::from_env();
     let config = Config::load(&paths.config)?;
-    for dir in [
-        paths.db.parent(),
-        Some(paths.spool.as_path()),
-        Some(paths.state.as_path()),
-    ]
-    .into_iter()
-    .flatten()
-    .filter(|d| !d.as_os_str().is_empty())
-    {
-        ensure_private_dir(dir)
-            .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;
+    // Each folder must be the user's own and closed to others (never chmod'ed if it exists); the
+    // error names the variable that moves it.
+    for (dir, var) in [
+        (paths.db.parent(), "NMEM_DB"),
+        (Some(paths.state.as_path()), "NMEM_HOME"),
+        (Some(paths.spool.as_path()), "NMEM_HOME"),
+    ] {
+        let Some(dir) = dir.filter(|d| !d.as_os_str().is_empty()) else {
+            continue;
+        };
+        ensure_private_dir_for(dir, var)
+            .map_err(|e| anyhow::anyhow!("cannot use {}: {e}", dir.display()))?;
+    }
+    // The database and its journals are never symlinks, FIFOs or another user's files.
+    for suffix in ["", "-wal", "-shm"] {
+        let mut name = paths.db.clone().into_os_string();
+        name.push(suffix);
+        check_own_file(std::path::Path::new(&name))?;
     }
     let _lock = listener::DbLock::acquire(&paths)?;
     let (app, writer_thread) = App::open(paths.clone(), config)?;

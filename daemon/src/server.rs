@@ -388,14 +388,25 @@ async fn record(
 ) -> Result<Json<RecordReply>, ApiError> {
     let raw = raw_event(&headers, body)?;
     let harness = raw.harness;
-    let prepared = app.ingest.prepare(&raw).map_err(|e| {
-        crate::stats::Stats::add(&app.stats.rejected, 1);
-        ApiError::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            code::INVALID_PAYLOAD,
-            e.to_string(),
-        )
-    })?;
+    // Off the async workers: preparing may read the transcript the payload names.
+    let prep_app = app.clone();
+    let prepared = tokio::task::spawn_blocking(move || prep_app.ingest.prepare(&raw))
+        .await
+        .map_err(|e| {
+            ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                code::INTERNAL,
+                e.to_string(),
+            )
+        })?
+        .map_err(|e| {
+            crate::stats::Stats::add(&app.stats.rejected, 1);
+            ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                code::INVALID_PAYLOAD,
+                e.to_string(),
+            )
+        })?;
     let Some(prepared) = prepared else {
         return Ok(Json(RecordReply {
             outcome: RecordOutcome::Ignored,

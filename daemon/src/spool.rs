@@ -4,13 +4,18 @@
 //! event is committed (or found to be a duplicate), so a crash mid-drain replays it, harmlessly:
 //! the event id is unique in the database. A file that cannot be read or parsed is moved to
 //! `spool/corrupt/` and reported; it never blocks the rest.
+//!
+//! The folder is not trusted: only regular files of this user within `[spool] max_bytes` are
+//! read (`nmem_proto::spool::read`); a symlink, FIFO, device or oversized file is quarantined
+//! without being read. Reading and preparing (which may tail a transcript) run on a blocking
+//! thread, so the drain never holds an async worker and shutdown is never stuck behind it.
 
 use crate::app::App;
-use crate::ingest::RawEvent;
+use crate::ingest::{Prepared, RawEvent};
 use crate::stats::Stats;
 use nmem_proto::harness::Harness;
 use nmem_proto::spool;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
@@ -39,7 +44,7 @@ pub async fn run(app: Arc<App>, mut shutdown: watch::Receiver<bool>) {
 }
 
 /// One pass over the spool. Returns how many events were committed or found already stored.
-pub async fn drain(app: &App, shutdown: &watch::Receiver<bool>) -> std::io::Result<u64> {
+pub async fn drain(app: &Arc<App>, shutdown: &watch::Receiver<bool>) -> std::io::Result<u64> {
     let dir = &app.paths.spool;
     let max_age_ms = app.config.spool.max_age_days.saturating_mul(86_400_000) as i64;
     spool::enforce_bounds(
@@ -60,45 +65,28 @@ pub async fn drain(app: &App, shutdown: &watch::Receiver<bool>) -> std::io::Resu
             break;
         }
         let mut pending = Vec::with_capacity(chunk.len());
-        for (path, _) in chunk {
-            let entry = match spool::read(path) {
-                Ok(e) => e,
-                // Vanished meanwhile (another drain, or the bounds): nothing to do.
-                Err(spool::ReadError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
-                    continue
-                }
-                Err(e) => {
-                    quarantine(app, path, &e.to_string());
-                    continue;
-                }
-            };
-            let Some(harness) = Harness::parse(&entry.header.harness) else {
-                quarantine(
-                    app,
-                    path,
-                    &format!("unknown harness `{}`", entry.header.harness),
-                );
-                continue;
-            };
-            let raw = RawEvent {
-                event_id: entry.header.event_id,
-                received_at: entry.header.received_at,
-                harness,
-                payload: entry.payload,
-            };
-            match app.ingest.prepare(&raw) {
-                Ok(None) => remove(path),
-                Ok(Some(prepared)) => match app.writer.enqueue_with_session(prepared).await {
-                    Ok((session, rx)) => pending.push((path, session, rx)),
-                    Err(_) => return Ok(done), // shutting down: the file stays for next time
-                },
-                Err(e) => quarantine(app, path, &e.to_string()),
+        let loaded = {
+            let app = app.clone();
+            let chunk: Vec<PathBuf> = chunk.iter().map(|(p, _)| p.clone()).collect();
+            tokio::task::spawn_blocking(move || {
+                chunk
+                    .into_iter()
+                    .filter_map(|path| load(&app, &path).map(|p| (path, p)))
+                    .collect::<Vec<_>>()
+            })
+            .await
+            .map_err(std::io::Error::other)?
+        };
+        for (path, prepared) in loaded {
+            match app.writer.enqueue_with_session(prepared).await {
+                Ok((session, rx)) => pending.push((path, session, rx)),
+                Err(_) => return Ok(done), // shutting down: the file stays for next time
             }
         }
         for (path, session, rx) in pending {
             match rx.await {
                 Ok(Ok(_)) => {
-                    remove(path);
+                    remove(&path);
                     done += 1;
                     Stats::add(&app.stats.spool_drained, 1);
                 }
@@ -116,6 +104,45 @@ pub async fn drain(app: &App, shutdown: &watch::Receiver<bool>) -> std::io::Resu
         }
     }
     Ok(done)
+}
+
+/// Read and prepare one spool file (on a blocking thread). `None` when there is nothing to
+/// queue: vanished, stored nothing (deleted), or refused (quarantined).
+fn load(app: &App, path: &Path) -> Option<Prepared> {
+    let entry = match spool::read(path, app.config.spool.max_bytes) {
+        Ok(e) => e,
+        // Vanished meanwhile (another drain, or the bounds): nothing to do.
+        Err(spool::ReadError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => return None,
+        Err(e) => {
+            quarantine(app, path, &e.to_string());
+            return None;
+        }
+    };
+    let Some(harness) = Harness::parse(&entry.header.harness) else {
+        quarantine(
+            app,
+            path,
+            &format!("unknown harness `{}`", entry.header.harness),
+        );
+        return None;
+    };
+    let raw = RawEvent {
+        event_id: entry.header.event_id,
+        received_at: entry.header.received_at,
+        harness,
+        payload: entry.payload,
+    };
+    match app.ingest.prepare(&raw) {
+        Ok(None) => {
+            remove(path);
+            None
+        }
+        Ok(Some(prepared)) => Some(prepared),
+        Err(e) => {
+            quarantine(app, path, &e.to_string());
+            None
+        }
+    }
 }
 
 fn remove(path: &Path) {

@@ -4,6 +4,11 @@
 //!
 //! The connect never blocks: a daemon whose accept backlog is full counts as unavailable, so the
 //! caller spools instead of waiting.
+//!
+//! The peer must run as the same user ([`peer_uid`]: `SO_PEERCRED` on Linux, `getpeereid` on
+//! macOS): a socket bound first by someone else (in a folder others can write to) would get raw,
+//! unredacted payloads and could inject context. Such a peer is refused like a daemon that is down,
+//! so the hook spools.
 
 use std::io::{self, Read, Write};
 use std::os::fd::FromRawFd;
@@ -61,8 +66,55 @@ pub fn connect(socket: &Path) -> io::Result<UnixStream> {
             return Err(io::Error::last_os_error());
         }
         stream.set_nonblocking(false)?;
-        Ok(stream)
+        let me = libc::geteuid();
+        match peer_uid(&stream) {
+            Ok(uid) if uid == me => Ok(stream),
+            Ok(uid) => Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                format!(
+                    "the process listening on {} runs as uid {uid}, not as you (uid {me}): nmem \
+                     will not talk to it; remove that socket, or set NMEM_SOCKET to a path in a \
+                     folder only you can write to",
+                    socket.display()
+                ),
+            )),
+            Err(e) => Err(e),
+        }
     }
+}
+
+/// The uid of the process at the other end of a connected Unix socket (the one that bound it).
+#[cfg(any(target_os = "linux", target_os = "android"))]
+pub fn peer_uid(stream: &UnixStream) -> io::Result<u32> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: getsockopt writes at most `len` bytes into a zeroed ucred.
+    unsafe {
+        let mut cred: libc::ucred = std::mem::zeroed();
+        let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+        if libc::getsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            &mut cred as *mut libc::ucred as *mut libc::c_void,
+            &mut len,
+        ) != 0
+        {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(cred.uid)
+    }
+}
+
+/// The uid of the process at the other end of a connected Unix socket (the one that bound it).
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+pub fn peer_uid(stream: &UnixStream) -> io::Result<u32> {
+    use std::os::fd::AsRawFd;
+    let (mut uid, mut gid) = (0, 0);
+    // SAFETY: getpeereid writes two ids into our locals.
+    if unsafe { libc::getpeereid(stream.as_raw_fd(), &mut uid, &mut gid) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(uid)
 }
 
 /// One request, one reply, all within `deadline`, on a fresh connection closed afterwards.

@@ -1,10 +1,22 @@
-//! Where nmem keeps its files.
+//! Where nmem keeps its files, and the checks that make those folders safe to use.
 //!
 //! With `NMEM_HOME` set everything lives directly in it (`nmem.db`, `nmemd.sock`, `spool/`,
 //! `config.toml`, logs and lock files). Otherwise the platform's folders are used (Linux: data in
 //! `~/.local/share/nmem`, config in `~/.config/nmem`, state and spool in `~/.local/state/nmem`,
 //! socket in `$XDG_RUNTIME_DIR/nmem`). `NMEM_DB` and `NMEM_SOCKET` override those two files.
+//!
+//! The folders are found from the environment alone, never through the user database: the
+//! binaries are statically linked, and glibc's NSS (`getpwuid`, which the `directories` crate
+//! calls when `HOME` is unset) crashes a static binary. Without `HOME` the fallback is
+//! `$XDG_RUNTIME_DIR/nmem`, else `/tmp/nmem-<uid>`, created owner-only and checked like any other.
+//!
+//! A folder nmem uses must be owned by the user and writable by nobody else
+//! ([`ensure_private_dir`]): in a folder others can write to, another user could plant a symlink
+//! where the lock, database or spool goes, or bind the socket first. nmem creates missing folders
+//! owner-only and never changes the mode of a folder it did not create.
 
+use std::io;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, Clone)]
@@ -23,9 +35,19 @@ pub struct Paths {
     pub models: PathBuf,
 }
 
+/// An absolute path from a non-empty environment variable (a relative XDG path is ignored, as
+/// the XDG spec says).
+fn abs_var(k: &str) -> Option<PathBuf> {
+    std::env::var_os(k)
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+}
+
 impl Paths {
-    /// Resolve from the environment. Never fails: without a home folder, falls back to
-    /// `/tmp/nmem-<uid>` so a hook never errors out for want of a path.
+    /// Resolve from the environment. Never fails and never consults the user database: without a
+    /// home folder it falls back to `$XDG_RUNTIME_DIR/nmem` or `/tmp/nmem-<uid>`, so a hook never
+    /// errors out (or crashes) for want of a path.
     pub fn from_env() -> Paths {
         let var = |k: &str| {
             std::env::var_os(k)
@@ -58,26 +80,55 @@ impl Paths {
         }
     }
 
+    /// The folder used when there is no home folder: the runtime folder, else one per uid in
+    /// `/tmp` (owner-only and checked before use, like every folder).
+    pub fn fallback_home() -> PathBuf {
+        match abs_var("XDG_RUNTIME_DIR") {
+            Some(run) => run.join("nmem"),
+            None => PathBuf::from(format!("/tmp/nmem-{}", unsafe { libc::geteuid() })),
+        }
+    }
+
     fn platform() -> Paths {
-        let fallback = || std::env::temp_dir().join(format!("nmem-{}", unsafe { libc::getuid() }));
-        let Some(dirs) = directories::ProjectDirs::from("", "", "nmem") else {
-            return Paths::under(&fallback());
+        let Some(home) = abs_var("HOME") else {
+            return Paths::under(&Paths::fallback_home());
         };
-        let state = dirs
-            .state_dir()
-            .map(Path::to_path_buf)
-            .unwrap_or_else(|| dirs.data_local_dir().join("state"));
-        let socket_dir = dirs
-            .runtime_dir()
-            .map(Path::to_path_buf)
+        Paths::platform_under(&home)
+    }
+
+    /// The platform's layout for a home folder, as the `directories` crate had it (so existing
+    /// installs keep their files), computed from the environment only.
+    #[cfg(target_os = "macos")]
+    fn platform_under(home: &Path) -> Paths {
+        let base = home.join("Library/Application Support/nmem");
+        let state = base.join("state");
+        Paths {
+            db: base.join("nmem.db"),
+            socket: state.join("nmemd.sock"),
+            spool: state.join("spool"),
+            config: base.join("config.toml"),
+            state,
+            models: base.join("models"),
+        }
+    }
+
+    #[cfg(not(target_os = "macos"))]
+    fn platform_under(home: &Path) -> Paths {
+        let xdg = |k: &str, default: &str| abs_var(k).unwrap_or_else(|| home.join(default));
+        let data = xdg("XDG_DATA_HOME", ".local/share").join("nmem");
+        let state = xdg("XDG_STATE_HOME", ".local/state").join("nmem");
+        let socket_dir = abs_var("XDG_RUNTIME_DIR")
+            .map(|d| d.join("nmem"))
             .unwrap_or_else(|| state.clone());
         Paths {
-            db: dirs.data_dir().join("nmem.db"),
+            db: data.join("nmem.db"),
             socket: socket_dir.join("nmemd.sock"),
             spool: state.join("spool"),
-            config: dirs.config_dir().join("config.toml"),
+            config: xdg("XDG_CONFIG_HOME", ".config")
+                .join("nmem")
+                .join("config.toml"),
             state,
-            models: dirs.data_dir().join("models"),
+            models: data.join("models"),
         }
     }
 
@@ -114,18 +165,154 @@ impl Paths {
     }
 }
 
-/// Create a folder (and its parents) readable by the owner alone.
-pub fn ensure_private_dir(dir: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
-    if !dir.is_dir() {
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)?;
+/// Create a folder (and its missing parents) readable by the owner alone, or check an existing
+/// one: it must be a folder owned by this user that nobody else can write to. An existing folder
+/// is never chmod'ed (it may be shared, and it is not nmem's). The error says to set `NMEM_HOME`.
+pub fn ensure_private_dir(dir: &Path) -> io::Result<()> {
+    ensure_private_dir_for(dir, "NMEM_HOME")
+}
+
+/// [`ensure_private_dir`], with the error naming `var`, the variable that moves this file
+/// elsewhere (`NMEM_DB` for the database's folder, `NMEM_SOCKET` for the socket's).
+pub fn ensure_private_dir_for(dir: &Path, var: &str) -> io::Result<()> {
+    match std::fs::metadata(dir) {
+        Ok(_) => {}
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            // Only the folders created here get 0700; `recursive` leaves existing parents alone.
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)?;
+        }
+        Err(e) => return Err(e),
     }
+    check_private_dir(dir, var)
+}
+
+/// Whether `dir` is safe to keep nmem's files in (see [`ensure_private_dir`]); the error says
+/// what is wrong and which variable to change. A symlinked folder is judged by its target.
+pub fn check_private_dir(dir: &Path, var: &str) -> io::Result<()> {
     let meta = std::fs::metadata(dir)?;
-    if meta.permissions().mode() & 0o077 != 0 {
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+    let me = unsafe { libc::geteuid() };
+    let refuse = |why: String| {
+        Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "{} {why}: nmem keeps its files only in a folder that you own and nobody else can \
+                 write to; set {var} to a path in such a folder",
+                dir.display()
+            ),
+        ))
+    };
+    if !meta.is_dir() {
+        return refuse("is not a folder".into());
+    }
+    if meta.uid() != me {
+        return refuse(format!(
+            "belongs to uid {}, not to you (uid {me})",
+            meta.uid()
+        ));
+    }
+    if meta.mode() & 0o022 != 0 {
+        return refuse(format!(
+            "is writable by others (mode {:o})",
+            meta.mode() & 0o7777
+        ));
     }
     Ok(())
+}
+
+/// `lstat` a file nmem is about to open or create: absent is fine; present, it must be a regular
+/// file owned by this user, never a symlink (which could point at another file to truncate) nor
+/// a FIFO or device (which could block or never end).
+pub fn check_own_file(path: &Path) -> io::Result<()> {
+    let meta = match std::fs::symlink_metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    let me = unsafe { libc::geteuid() };
+    let why = if meta.file_type().is_symlink() {
+        "is a symbolic link".to_string()
+    } else if !meta.is_file() {
+        "is not a regular file".to_string()
+    } else if meta.uid() != me {
+        format!("belongs to uid {}, not to you (uid {me})", meta.uid())
+    } else {
+        return Ok(());
+    };
+    Err(io::Error::new(
+        io::ErrorKind::PermissionDenied,
+        format!(
+            "{} {why}: nmem will not open it; remove it (or move nmem elsewhere with NMEM_HOME)",
+            path.display()
+        ),
+    ))
+}
+
+/// Open flags for files nmem opens by name in its own folders: a symlink in the last component
+/// fails (`ELOOP`) instead of being followed, and a FIFO never blocks the open.
+pub const NOFOLLOW_FLAGS: i32 = libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn tmp(tag: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("nmem-paths-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        d
+    }
+
+    #[test]
+    fn creates_owner_only_and_never_chmods_an_existing_folder() {
+        let d = tmp("create");
+        ensure_private_dir(&d.join("a/b")).unwrap();
+        for p in [d.join("a"), d.join("a/b")] {
+            let mode = std::fs::metadata(&p).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode & 0o077, 0, "{} created {mode:o}", p.display());
+        }
+        // A shared folder is refused, named with the variable, and left as it was.
+        let shared = d.join("shared");
+        std::fs::create_dir(&shared).unwrap();
+        std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        let e = ensure_private_dir_for(&shared, "NMEM_DB").unwrap_err();
+        assert!(e.to_string().contains("NMEM_DB"), "{e}");
+        assert!(e.to_string().contains("writable by others"), "{e}");
+        let mode = std::fs::metadata(&shared).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(mode, 0o1777);
+        // A readable (0755) folder of one's own is fine, and stays 0755.
+        let open = d.join("open");
+        std::fs::create_dir(&open).unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o755)).unwrap();
+        ensure_private_dir(&open).unwrap();
+        let mode = std::fs::metadata(&open).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o755);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn own_file_check_refuses_symlinks_and_fifos() {
+        let d = tmp("own");
+        std::fs::create_dir_all(&d).unwrap();
+        assert!(check_own_file(&d.join("absent")).is_ok());
+        std::fs::write(d.join("plain"), b"x").unwrap();
+        assert!(check_own_file(&d.join("plain")).is_ok());
+        std::os::unix::fs::symlink(d.join("plain"), d.join("link")).unwrap();
+        let e = check_own_file(&d.join("link")).unwrap_err();
+        assert!(e.to_string().contains("symbolic link"), "{e}");
+        let fifo = std::ffi::CString::new(d.join("fifo").to_str().unwrap()).unwrap();
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+        assert!(check_own_file(&d.join("fifo")).is_err());
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn no_home_falls_back_without_the_user_database() {
+        // Only the pure part: the fallback is derived from the environment and the uid.
+        let p = Paths::fallback_home();
+        assert!(p.is_absolute());
+        assert!(p.ends_with("nmem") || p.to_string_lossy().starts_with("/tmp/nmem-"));
+    }
 }

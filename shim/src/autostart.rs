@@ -89,10 +89,12 @@ fn daemon_binary() -> PathBuf {
 }
 
 fn spawn(paths: &Paths) -> std::io::Result<()> {
+    // Never through a symlink: a planted link would make the daemon append its log elsewhere.
     let log = OpenOptions::new()
         .create(true)
         .append(true)
         .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(paths.daemon_log())?;
     let log2 = log.try_clone()?;
     let mut cmd = Command::new(daemon_binary());

@@ -42,6 +42,10 @@ pub fn post<B: Serialize, R: DeserializeOwned>(path: &str, body: &B) -> Result<R
             client::call(&paths.socket, "POST", path, &[], &bytes, DEADLINE)
                 .map_err(|e| unavailable(&paths, &e.to_string()))?
         }
+        // Someone else's process on the socket (see `client::peer_uid`): say so, start nothing.
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            return Err(CallError::Unavailable(e.to_string()))
+        }
         Err(e) => return Err(unavailable(&paths, &e.to_string())),
     };
     if reply.status == 200 {

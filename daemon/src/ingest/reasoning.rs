@@ -11,12 +11,15 @@ use super::text::truncate;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::io::{Read, Seek, SeekFrom};
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Component, Path};
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 /// The most read from a transcript for one event; the rest waits for the next one.
-const MAX_READ: u64 = 4 * 1024 * 1024;
+pub const MAX_READ: u64 = 4 * 1024 * 1024;
+/// The most time one event spends reading its transcript; the rest waits for the next one.
+pub const READ_BUDGET: Duration = Duration::from_millis(500);
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Thought {
@@ -56,7 +59,11 @@ impl Tailer {
             let cached = self.offsets.lock().unwrap().get(session).copied();
             cached.unwrap_or_else(stored)
         };
-        let Ok(mut file) = std::fs::File::open(path) else {
+        let Ok(mut file) = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(nmem_proto::paths::NOFOLLOW_FLAGS)
+            .open(path)
+        else {
             return Tail::default();
         };
         let Ok(meta) = file.metadata() else {
@@ -76,15 +83,15 @@ impl Tailer {
             };
         }
         let want = (len - start).min(MAX_READ);
-        let mut buf = Vec::with_capacity(want as usize);
-        if file.seek(SeekFrom::Start(start)).is_err()
-            || (&mut file).take(want).read_to_end(&mut buf).is_err()
-        {
+        if file.seek(SeekFrom::Start(start)).is_err() {
             return Tail::default();
         }
+        let Some(buf) = read_bounded(&mut file, want, READ_BUDGET) else {
+            return Tail::default();
+        };
         let Some(last_nl) = buf.iter().rposition(|&b| b == b'\n') else {
             // No complete line yet. A single line over MAX_READ is skipped whole.
-            return if want == MAX_READ {
+            return if buf.len() as u64 == MAX_READ {
                 self.advance(session, start + want)
             } else {
                 Tail::default()
@@ -114,6 +121,25 @@ impl Tailer {
     pub fn forget(&self, session: &str) {
         self.offsets.lock().unwrap().remove(session);
     }
+}
+
+/// Up to `want` bytes, in chunks, stopping early when `budget` is spent (what was read is kept:
+/// only its whole lines are used). `None` on a read error.
+fn read_bounded(file: &mut std::fs::File, want: u64, budget: Duration) -> Option<Vec<u8>> {
+    let started = Instant::now();
+    let mut buf = vec![0u8; want as usize];
+    let mut got = 0;
+    while got < buf.len() && started.elapsed() < budget {
+        let end = (got + 256 * 1024).min(buf.len());
+        match file.read(&mut buf[got..end]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return None,
+        }
+    }
+    buf.truncate(got);
+    Some(buf)
 }
 
 /// A transcript path from a payload is used only if it is absolute, has no `..`, and names a
@@ -227,5 +253,51 @@ mod tests {
             Tail::default()
         );
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn never_opens_anything_but_a_regular_file() {
+        let dir = std::env::temp_dir().join(format!("nmem-tail-hostile-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let fifo = dir.join("fifo.jsonl");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let zero = dir.join("zero.jsonl");
+        std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
+        let folder = dir.join("folder.jsonl");
+        std::fs::create_dir(&folder).unwrap();
+        let t = Tailer::default();
+        // Each returns at once with nothing (a FIFO with no writer would block a plain open).
+        for p in [&fifo, &zero, &folder] {
+            assert_eq!(
+                t.tail("s", p.to_str().unwrap(), 100, || 0),
+                Tail::default(),
+                "{}",
+                p.display()
+            );
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn transcript_lines_never_panic(line in proptest::collection::vec(proptest::num::u8::ANY, 0..512)) {
+            let _ = thoughts_of(&line, "s", 50);
+        }
+
+        #[test]
+        fn json_like_transcript_lines_never_panic(
+            ts in "\\PC{0,40}",
+            text in "\\PC{0,80}",
+            id in "\\PC{0,10}",
+        ) {
+            let line = serde_json::json!({
+                "type": "assistant", "sessionId": "s", "uuid": id, "timestamp": ts,
+                "message": {"id": id, "content": [{"type": "thinking", "thinking": text}, 7, null]}
+            })
+            .to_string();
+            let _ = thoughts_of(line.as_bytes(), "s", 5);
+        }
     }
 }

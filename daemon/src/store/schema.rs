@@ -52,7 +52,10 @@ pub fn open_writer(path: &Path) -> Result<Connection, OpenError> {
         path: p.clone(),
         source,
     };
-    let mut conn = Connection::open(path).map_err(sql)?;
+    // NOFOLLOW: a database path that is a symlink is refused, not followed to another file.
+    let mut conn =
+        Connection::open_with_flags(path, OpenFlags::default() | OpenFlags::SQLITE_OPEN_NOFOLLOW)
+            .map_err(sql)?;
     conn.busy_timeout(std::time::Duration::from_secs(5))
         .map_err(sql)?;
     // Refuse a newer file before anything (even the journal mode) is changed.
