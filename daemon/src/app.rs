@@ -119,6 +119,7 @@ pub async fn status(app: &App) -> Result<wire::Status, String> {
     s.dedup_hits = Stats::get(&st.dedup_hits);
     s.redactions = Stats::get(&st.redactions);
     s.spool_drained = Stats::get(&st.spool_drained);
+    s.log_write_failures = crate::log::write_failures();
     s.last_error = st.last_error();
     s.ingest_per_s = st.ingest_rate();
     let nonzero = |v: u64| (v > 0).then_some(v);

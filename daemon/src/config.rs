@@ -221,22 +221,81 @@ impl Config {
                 })
             }
         };
-        toml::from_str(&text).map_err(|e| ConfigError::Invalid {
+        Config::parse(&text).map_err(|message| ConfigError::Invalid {
             path: path.display().to_string(),
-            message: e.to_string().trim().replace('\n', " "),
+            message,
         })
+    }
+
+    /// Parse and check the text of a config file; the error names the key and what to write.
+    pub fn parse(text: &str) -> Result<Config, String> {
+        let c: Config =
+            toml::from_str(text).map_err(|e| e.to_string().trim().replace('\n', " "))?;
+        // A negative age would put the cutoff in the future: the next sweep would delete
+        // everything. Ages past any calendar are refused rather than overflowing.
+        for (t, days) in &c.retention.max_age_days {
+            if !(0..=3_650_000).contains(days) {
+                return Err(format!(
+                    "[retention] max_age_days.{t} = {days}: an age is a number of days from 0 to 3650000"
+                ));
+            }
+        }
+        Ok(c)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::strategy::Strategy;
 
     #[test]
     fn example_config_parses() {
         let text = include_str!("../../config.example.toml");
         let c: Config = toml::from_str(text).unwrap();
         assert_eq!(c.dedup.window_secs, 300);
+    }
+
+    #[test]
+    fn a_negative_age_is_refused() {
+        let err = Config::parse("[retention]\nmax_age_days = { command = -1 }\n").unwrap_err();
+        assert!(err.contains("max_age_days.command = -1"), "{err}");
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(1000))]
+
+        /// No config text reaches a panic, and what parses builds the daemon's pieces.
+        #[test]
+        fn config_text_never_panics(text in "\\PC{0,200}") {
+            if let Ok(c) = Config::parse(&text) {
+                let _ = crate::redact::Redactor::new(&c.redact.patterns);
+            }
+        }
+
+        /// Near-valid files: real sections and keys, arbitrary values (huge, negative, wrong
+        /// types, hostile regexes).
+        #[test]
+        fn near_valid_config_never_panics(
+            section in proptest::sample::select(vec!["spool", "dedup", "project", "writer", "capture", "digest", "retention", "search", "embed"]),
+            key in proptest::sample::select(vec!["max_bytes", "max_age_days", "drain_interval_ms", "window_secs", "strategy", "queue_capacity", "exclude_projects", "max_lines", "max_chars", "sweep", "rrf_k", "weight_semantic", "idle_secs", "cache_mb", "enabled"]),
+            value in proptest::prop_oneof![
+                proptest::num::i64::ANY.prop_map(|n| n.to_string()),
+                proptest::num::f64::ANY.prop_map(|n| format!("{n:?}")),
+                "\\PC{0,20}".prop_map(|s| format!("{s:?}")),
+                "\\PC{0,30}",
+                proptest::num::i64::ANY.prop_map(|n| format!("{{ command = {n} }}")),
+            ],
+            regex in "\\PC{0,30}",
+        ) {
+            let text = format!(
+                "[{section}]\n{key} = {value}\n\n[[redact.patterns]]\nname = \"p\"\nregex = {regex:?}\n"
+            );
+            if let Ok(c) = Config::parse(&text) {
+                let _ = crate::redact::Redactor::new(&c.redact.patterns);
+                let _ = crate::dedup::Dedup::new(c.dedup.window_secs);
+            }
+        }
     }
 
     #[test]

@@ -12,6 +12,7 @@
 //! * [`context`]: the SessionStart digest. [`query`]: search, timeline, recent context, memories.
 //! * [`spool`]: draining events that shims wrote while the daemon was away.
 //! * [`app`], [`config`], [`stats`]: shared state, `config.toml`, counters for status.
+//! * [`log`]: the log writer, which counts a failed write instead of dying of it.
 
 pub mod app;
 pub mod config;
@@ -19,6 +20,7 @@ pub mod context;
 pub mod dedup;
 pub mod ingest;
 pub mod listener;
+pub mod log;
 pub mod maintain;
 pub mod query;
 pub mod redact;

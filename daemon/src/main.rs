@@ -8,7 +8,7 @@ use std::process::ExitCode;
 const HELP: &str = "\
 nmemd: the nmem daemon, the only writer of nmem's database.
 
-Usage: nmemd [--help] [--version] [--check-config]
+Usage: nmemd [--help] [--version] [--check-config] [--check-db FILE]
 
 Runs in the foreground until SIGTERM or SIGINT, serving the HTTP/JSON API on a Unix socket.
 Normally started by the systemd user unit, launchd, or on demand by `nmem record`.
@@ -28,6 +28,15 @@ fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
         Some("--check-config") => return check_config(),
+        Some("--check-db") => {
+            return match std::env::args_os().nth(2) {
+                Some(f) => check_db(std::path::Path::new(&f)),
+                None => {
+                    eprintln!("nmemd: --check-db takes a file: nmemd --check-db BACKUP.db");
+                    ExitCode::from(2)
+                }
+            }
+        }
         Some("-V" | "--version") => {
             println!(
                 "nmemd {} (protocol {})",
@@ -42,18 +51,11 @@ fn main() -> ExitCode {
         }
         None => {}
     }
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("NMEM_LOG")
-                .unwrap_or_else(|_| "info".into()),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(false)
-        .init();
+    nmem_daemon::log::init();
     match run() {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("nmemd: {e:#}");
+            nmem_daemon::log::line(&format!("nmemd: {e:#}"));
             ExitCode::FAILURE
         }
     }
@@ -83,6 +85,75 @@ fn check_config() -> ExitCode {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
+    }
+}
+
+/// Whether `file` is a database this nmemd can use (what `nmemctl restore` checks before it
+/// swaps anything): SQLite's integrity check passes, nmem's tables are there, and its schema
+/// is not newer than this nmemd's. Read-only; says what is wrong, or what the file holds.
+fn check_db(file: &std::path::Path) -> ExitCode {
+    let known = nmem_daemon::store::schema::SCHEMA_VERSION;
+    let res = (|| -> Result<String, String> {
+        let meta = std::fs::metadata(file).map_err(|e| format!("cannot read it: {e}"))?;
+        if !meta.is_file() {
+            return Err("it is not a regular file".into());
+        }
+        let c = rusqlite::Connection::open_with_flags(
+            file,
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(|e| format!("cannot open it: {e}"))?;
+        let ok: String = c
+            .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+            .map_err(|e| format!("it is not an SQLite database ({e})"))?;
+        if ok != "ok" {
+            return Err(format!("it fails SQLite's integrity check: {ok}"));
+        }
+        let version: u32 = c
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .map_err(|e| e.to_string())?;
+        let missing: Vec<&str> = ["sessions", "prompts", "observations", "fts_state", "audit"]
+            .into_iter()
+            .filter(|t| {
+                c.query_row(
+                    "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1",
+                    [t],
+                    |_| Ok(()),
+                )
+                .is_err()
+            })
+            .collect();
+        if version == 0 || !missing.is_empty() {
+            return Err(format!(
+                "it is not an nmem database (schema version {version}, missing tables: {})",
+                missing.join(", ")
+            ));
+        }
+        if version > known {
+            return Err(format!(
+                "it was written by a newer nmem (schema {version}; this nmemd knows up to {known}): upgrade nmem first"
+            ));
+        }
+        let (o, p): (i64, i64) = c
+            .query_row(
+                "SELECT (SELECT COUNT(*) FROM observations), (SELECT COUNT(*) FROM prompts)",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .map_err(|e| e.to_string())?;
+        Ok(format!(
+            "an nmem database, schema {version}, {o} observations and {p} prompts, integrity ok"
+        ))
+    })();
+    match res {
+        Ok(what) => {
+            println!("{}: {what}", file.display());
+            ExitCode::SUCCESS
+        }
+        Err(why) => {
+            eprintln!("nmemd: {} cannot be used: {why}", file.display());
+            ExitCode::FAILURE
+        }
     }
 }
 

@@ -46,22 +46,12 @@ pub fn run(c: &mut Connection, db: &std::path::Path) -> Result<Report, String> {
         c.execute(&format!("INSERT INTO {t}({t}) VALUES ('optimize')"), [])
             .map_err(e)?;
     }
-    let free_before: i64 = c
-        .query_row("PRAGMA freelist_count", [], |r| r.get(0))
-        .map_err(e)?;
-    c.execute_batch("PRAGMA incremental_vacuum;").map_err(e)?;
-    let free_after: i64 = c
-        .query_row("PRAGMA freelist_count", [], |r| r.get(0))
-        .map_err(e)?;
-    let (busy, log, done): (i64, i64, i64) = c
-        .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
-            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
-        })
-        .map_err(e)?;
+    let freed_pages = reclaim_free_pages(c).map_err(e)?;
+    let (busy, log, done) = checkpoint_truncate(c).map_err(e)?;
     Ok(Report {
         fts_indexed,
         fts_integrity: integrity.join("; "),
-        freed_pages: free_before - free_after,
+        freed_pages,
         wal_checkpoint: if busy == 0 {
             format!("complete ({done} of {log} frames)")
         } else {
@@ -73,6 +63,86 @@ pub fn run(c: &mut Connection, db: &std::path::Path) -> Result<Report, String> {
         swept_observations: None,
         swept_prompts: None,
     })
+}
+
+/// Give every free page back to the file system and return how many there were.
+///
+/// `PRAGMA incremental_vacuum` frees one page per step of its statement; `execute_batch` steps
+/// once, so maintenance used to reclaim one page per run. Stepping until done frees them all.
+pub fn reclaim_free_pages(c: &Connection) -> rusqlite::Result<i64> {
+    let count = || c.query_row("PRAGMA freelist_count", [], |r| r.get::<_, i64>(0));
+    let before = count()?;
+    let mut stmt = c.prepare("PRAGMA incremental_vacuum")?;
+    let mut rows = stmt.query([])?;
+    while rows.next()?.is_some() {}
+    Ok(before - count()?)
+}
+
+/// Fold the WAL back into the database and truncate it to zero bytes, so old page images (a
+/// deleted secret's included) do not linger in it. Retried briefly while readers hold it back.
+/// Returns SQLite's (busy, frames in the log, frames checkpointed).
+pub fn checkpoint_truncate(c: &Connection) -> rusqlite::Result<(i64, i64, i64)> {
+    let mut tries = 0;
+    loop {
+        let r: (i64, i64, i64) = c.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+        })?;
+        tries += 1;
+        if r.0 == 0 || tries >= 20 {
+            return Ok(r);
+        }
+        // A reader's snapshot ends with its query (they are short); try again shortly.
+        std::thread::sleep(Duration::from_millis(25));
+    }
+}
+
+/// How thoroughly [`scrubbed`] removes what it deletes.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Scrub {
+    /// `secure_delete`, indexes merged, free pages reclaimed: cheap, for retention's routine
+    /// sweeps. A b-tree rebalance can still leave a stale copy of a deleted cell in a page's
+    /// unused space (measured: 5 of 40 purged rows survived this way).
+    Routine,
+    /// All of that, then `VACUUM`: every page is rewritten from the live rows, so nothing
+    /// deleted survives anywhere in the file. For purge and applied redaction, which the user
+    /// asks for because the data must be gone. Its temporary copy goes to a file (unlinked at
+    /// once by SQLite), not to memory, so a large database does not inflate the daemon.
+    Thorough,
+}
+
+/// Run `f` (a deletion or a rewrite on purpose) so that what it removes cannot be read back
+/// from the file: `secure_delete` zeroes deleted cells and freed pages while it runs, then the
+/// full-text indexes are merged (a contentless index only marks deletions; the old segments
+/// keep the terms until they are rewritten), every free page is given back (or, `Thorough`,
+/// the whole file rewritten), and the WAL is checkpointed and truncated. `secure_delete` is off
+/// again afterwards, whatever happened: ordinary writes do not pay for it. Returns `f`'s value
+/// and the pages given back.
+pub fn scrubbed<T>(
+    c: &mut Connection,
+    how: Scrub,
+    f: impl FnOnce(&mut Connection) -> rusqlite::Result<T>,
+) -> rusqlite::Result<(T, i64)> {
+    c.execute_batch("PRAGMA secure_delete = ON;")?;
+    let res = f(c).and_then(|v| {
+        c.execute_batch(
+            "INSERT INTO observations_fts(observations_fts) VALUES ('optimize');
+             INSERT INTO prompts_fts(prompts_fts) VALUES ('optimize');",
+        )?;
+        let pages = || c.query_row("PRAGMA page_count", [], |r| r.get::<_, i64>(0));
+        let before = pages()?;
+        reclaim_free_pages(c)?;
+        if how == Scrub::Thorough {
+            let vacuum = c.execute_batch("PRAGMA temp_store = FILE; VACUUM;");
+            c.execute_batch("PRAGMA temp_store = MEMORY;")?;
+            vacuum?;
+        }
+        checkpoint_truncate(c)?;
+        Ok((v, before - pages()?))
+    });
+    let off = c.execute_batch("PRAGMA secure_delete = OFF;");
+    let v = res?;
+    off?;
+    Ok(v)
 }
 
 /// Maintain through the writer, in queue order: first the retention sweep (when the config
@@ -112,5 +182,77 @@ pub async fn idle_loop(app: Arc<App>, mut shutdown: tokio::sync::watch::Receiver
                 Err(e) => app.stats.error(format!("idle maintenance failed: {e}")),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn db(tag: &str) -> (std::path::PathBuf, Connection) {
+        let dir = std::env::temp_dir().join(format!("nmem-maint-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("nmem.db");
+        let c = crate::store::schema::open_writer(&path).unwrap();
+        c.execute_batch("CREATE TABLE scratch (x TEXT)").unwrap();
+        (path, c)
+    }
+
+    fn fill(c: &Connection, text: &str, n: usize) {
+        let mut ins = c.prepare("INSERT INTO scratch VALUES (?1)").unwrap();
+        for i in 0..n {
+            ins.execute([format!("{text} {i} {}", "x".repeat(2000))])
+                .unwrap();
+        }
+    }
+
+    fn freelist(c: &Connection) -> i64 {
+        c.query_row("PRAGMA freelist_count", [], |r| r.get(0))
+            .unwrap()
+    }
+
+    /// Issue 13, item 15: `execute_batch` stepped `incremental_vacuum` once (one page a run).
+    #[test]
+    fn every_free_page_is_reclaimed_and_counted() {
+        let (path, c) = db("vacuum");
+        fill(&c, "row", 3000);
+        c.execute("DELETE FROM scratch", []).unwrap();
+        let free = freelist(&c);
+        assert!(free > 1000, "{free} free pages after the delete");
+        assert_eq!(reclaim_free_pages(&c).unwrap(), free);
+        assert_eq!(freelist(&c), 0);
+        let _ = std::fs::remove_dir_all(path.parent().unwrap());
+    }
+
+    /// Issue 13, item 14: what a scrubbed deletion removes is in neither the file nor the WAL.
+    #[test]
+    fn a_scrubbed_delete_leaves_no_bytes_behind() {
+        let (path, mut c) = db("scrub");
+        let secret = "sk-scrub-test-4f9a1c2e7b";
+        fill(&c, "keep-me", 50);
+        fill(&c, secret, 50);
+        checkpoint_truncate(&c).unwrap();
+        let hit = |p: &std::path::Path| {
+            let b = std::fs::read(p).unwrap_or_default();
+            b.windows(secret.len()).any(|w| w == secret.as_bytes())
+        };
+        assert!(hit(&path), "the secret is in the file before");
+        let (n, _freed) = scrubbed(&mut c, Scrub::Thorough, |c| {
+            c.execute("DELETE FROM scratch WHERE x LIKE 'sk-scrub%'", [])
+        })
+        .unwrap();
+        assert_eq!(n, 50);
+        assert!(!hit(&path), "the secret is gone from the file");
+        assert!(!hit(&path.with_extension("db-wal")), "and from the WAL");
+        let kept: i64 = c
+            .query_row("SELECT COUNT(*) FROM scratch", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(kept, 50);
+        let sd: i64 = c
+            .query_row("PRAGMA secure_delete", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(sd, 0, "secure_delete is off again");
+        let _ = std::fs::remove_dir_all(path.parent().unwrap());
     }
 }

@@ -1,6 +1,7 @@
 //! `nmemctl redact`: apply the current redaction rules to what is already stored (after adding a
 //! pattern to config.toml). A dry run counts what would change; applying rewrites those rows on
-//! the writer (the full-text index follows through its update triggers) and writes an audit row.
+//! the writer (the full-text index follows through its update triggers) and writes an audit row,
+//! with `secure_delete` on and the indexes merged, so the old values are gone from the file.
 
 use crate::app::App;
 use crate::redact::Redactor;
@@ -98,17 +99,9 @@ fn run(c: &mut Connection, r: &Redactor, apply: bool) -> rusqlite::Result<Redact
     }
     if apply {
         tx.commit()?;
-        // Old FTS segments and page images may still hold the secrets: merge the indexes, fold
-        // the WAL in and reclaim free pages.
-        c.execute_batch(
-            "INSERT INTO observations_fts(observations_fts) VALUES ('optimize');
-             INSERT INTO prompts_fts(prompts_fts) VALUES ('optimize');
-             PRAGMA incremental_vacuum; PRAGMA wal_checkpoint(TRUNCATE);",
-        )?;
     } else {
         drop(tx);
     }
-    c.execute_batch("PRAGMA secure_delete = OFF;")?;
     Ok(out)
 }
 
@@ -118,8 +111,16 @@ pub async fn redact(app: Arc<App>, apply: bool) -> Result<RedactOutcome, String>
         .writer
         .exec(move |c| {
             crate::store::fts::index_all(c).map_err(|e| e.to_string())?;
-            run(c, &a.ingest.redactor, apply)
-                .map(|o| serde_json::to_string(&o).expect("serialises"))
+            // Applied, the old values must not survive in freed cells, FTS segments or the WAL.
+            let res = if apply {
+                crate::maintain::scrubbed(c, crate::maintain::Scrub::Thorough, |c| {
+                    run(c, &a.ingest.redactor, true)
+                })
+                .map(|(o, _)| o)
+            } else {
+                run(c, &a.ingest.redactor, false)
+            };
+            res.map(|o| serde_json::to_string(&o).expect("serialises"))
                 .map_err(|e| e.to_string())
         })
         .await?;

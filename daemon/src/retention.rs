@@ -107,7 +107,7 @@ fn retention_candidates(
             .max_age_days
             .or_else(|| overrides.get(t).copied())
             .unwrap_or_else(|| default_days(t));
-        let cutoff = now - days * DAY_MS;
+        let cutoff = now.saturating_sub(days.max(0).saturating_mul(DAY_MS));
         let sql = format!("SELECT id FROM observations WHERE obs_type = ?1 AND timestamp < ?2 AND is_pinned = 0{project_clause}");
         let mut stmt = c.prepare(&sql)?;
         let mut args: Vec<Sql> = vec![Sql::Text(t.clone()), Sql::Integer(cutoff)];
@@ -139,8 +139,10 @@ fn retention_candidates(
                 .or_else(|| overrides.get(key).copied())
                 .unwrap_or(default);
             let sql = format!("SELECT id FROM prompts WHERE source = ?1 AND timestamp < ?2 AND is_pinned = 0{project_clause}");
-            let mut args: Vec<Sql> =
-                vec![Sql::Text(source.into()), Sql::Integer(now - days * DAY_MS)];
+            let mut args: Vec<Sql> = vec![
+                Sql::Text(source.into()),
+                Sql::Integer(now.saturating_sub(days.max(0).saturating_mul(DAY_MS))),
+            ];
             if let Some(p) = &req.project {
                 args.push(Sql::Text(p.clone()));
             }
@@ -254,7 +256,26 @@ fn purge_candidates(c: &Connection, req: &PurgeRequest) -> Result<Candidates, St
 }
 
 /// Delete the candidates (in chunks), write the audit row, reclaim the space.
+/// Deleted on purpose means unrecoverable: see [`crate::maintain::scrubbed`]. A purge is
+/// thorough (the file is rewritten); retention's sweeps are routine.
 fn delete(
+    c: &mut Connection,
+    cand: &Candidates,
+    action: &str,
+    detail: serde_json::Value,
+) -> rusqlite::Result<(u64, u64)> {
+    if cand.obs.is_empty() && cand.prompts.is_empty() {
+        return Ok((0, 0));
+    }
+    let how = if action == "purge" {
+        crate::maintain::Scrub::Thorough
+    } else {
+        crate::maintain::Scrub::Routine
+    };
+    crate::maintain::scrubbed(c, how, |c| delete_rows(c, cand, action, detail)).map(|(n, _)| n)
+}
+
+fn delete_rows(
     c: &mut Connection,
     cand: &Candidates,
     action: &str,
@@ -310,12 +331,6 @@ fn delete(
         )?;
     }
     tx.commit()?;
-    // Merge the FTS segments (deleted tokens leave them), give the space back, fold the WAL in.
-    c.execute_batch(
-        "INSERT INTO observations_fts(observations_fts) VALUES ('optimize');
-         INSERT INTO prompts_fts(prompts_fts) VALUES ('optimize');
-         PRAGMA incremental_vacuum; PRAGMA wal_checkpoint(TRUNCATE); PRAGMA secure_delete = OFF;",
-    )?;
     Ok(counts)
 }
 
@@ -346,6 +361,11 @@ fn outcome(
 }
 
 pub async fn retention(app: &App, req: RetentionRequest) -> Result<Outcome, String> {
+    if let Some(d) = req.max_age_days.filter(|d| *d < 0) {
+        return Err(format!(
+            "max_age_days = {d}: an age is 0 days or more (0 means everything not pinned)"
+        ));
+    }
     let overrides = app.config.retention.max_age_days.clone();
     let db = app.paths.db.clone();
     let size = move || std::fs::metadata(&db).map(|m| m.len()).unwrap_or(0);
@@ -386,6 +406,19 @@ pub async fn sweep(app: &App) -> Result<Option<Outcome>, String> {
     Ok(Some(out))
 }
 
+/// What the audit row keeps of a purge: everything but the search text, which is often the very
+/// secret being purged; its SHA-256 prefix still tells two purges apart.
+fn audit_detail(req: &PurgeRequest) -> serde_json::Value {
+    use sha2::Digest;
+    let mut v = json!(req);
+    if let Some(q) = &req.search {
+        let h = sha2::Sha256::digest(q.as_bytes());
+        let hex: String = h[..8].iter().map(|b| format!("{b:02x}")).collect();
+        v["search"] = json!(format!("[{} characters, sha256 {hex}…]", q.chars().count()));
+    }
+    v
+}
+
 pub async fn purge(app: &App, req: PurgeRequest) -> Result<Outcome, String> {
     if req.project.is_none()
         && req.session.is_none()
@@ -405,7 +438,7 @@ pub async fn purge(app: &App, req: PurgeRequest) -> Result<Outcome, String> {
             let before = size();
             let cand = purge_candidates(c, &req)?;
             let deleted = if req.apply {
-                delete(c, &cand, "purge", json!(req)).map_err(|e| e.to_string())?
+                delete(c, &cand, "purge", audit_detail(&req)).map_err(|e| e.to_string())?
             } else {
                 (0, 0)
             };

@@ -268,12 +268,11 @@ pub fn raw_event(headers: &HeaderMap, body: Bytes) -> Result<RawEvent, ApiError>
     check_event_id(event_id).map_err(bad)?;
     let received_at = match header(headers, wire::H_RECEIVED_AT) {
         None => nmem_proto::now_ms(),
-        Some(v) => v.parse::<i64>().map_err(|_| {
-            bad(format!(
-                "`{}` must be Unix milliseconds",
-                wire::H_RECEIVED_AT
-            ))
-        })?,
+        Some(v) => v
+            .parse::<i64>()
+            .map_err(|_| format!("must be Unix milliseconds, not `{v}`"))
+            .and_then(nmem_proto::time::check_stored_ms)
+            .map_err(|e| bad(format!("`{}`: {e}", wire::H_RECEIVED_AT)))?,
     };
     let harness = match header(headers, wire::H_HARNESS) {
         None => Harness::ClaudeCode,

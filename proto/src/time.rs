@@ -1,96 +1,105 @@
 //! Timestamps as people and harnesses write them, to Unix milliseconds and back. Shared by the
-//! daemon (transcript lines, query dates), the shims (`nmem import --since`, tables) and the
-//! benchmark (generated transcripts).
+//! daemon (transcript lines, query dates, received-at bounds), the shims (`nmem import --since`,
+//! tables) and the benchmark (generated transcripts).
+//!
+//! Parsing is jiff's (RFC 3339 / ISO 8601, every field range-checked: no month 13, no
+//! February 30, no 25:61:61), built without its time-zone database: only UTC and numeric
+//! offsets are needed. It replaced a hand-written parser that accepted impossible dates and
+//! panicked on non-ASCII input (and `panic = "abort"` made that fatal for `nmemd`). The hook's
+//! hot path (`nmem record`) calls none of this; ARCHITECTURE.md has the size measurement.
 
-/// Unix milliseconds as `2026-08-20T09:14:07.630Z` (UTC; civil-from-days, proleptic Gregorian).
+use jiff::civil::{Date, DateTime};
+use jiff::tz::Offset;
+use jiff::Timestamp;
+
+/// The latest instant nmem stores or queries: jiff's own bound, 9999-12-30T22:00:00.999Z (it
+/// keeps room for any offset, so every instant it holds has a date in every offset).
+pub const MAX_MS: i64 = 253_402_207_200_999;
+
+/// Unix milliseconds as `2026-08-20T09:14:07.630Z` (UTC). Instants beyond what a calendar date
+/// can name (years outside ±9999) are clamped to the nearest one that can be written.
 pub fn format_rfc3339_ms(ms: i64) -> String {
-    let (days, rem) = (ms.div_euclid(86_400_000), ms.rem_euclid(86_400_000));
-    // Howard Hinnant's civil-from-days.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
-        rem / 3_600_000,
-        rem / 60_000 % 60,
-        rem / 1000 % 60,
-        rem % 1000
-    )
-}
-
-/// `2026-08-20T09:14:07.630Z` (or with an offset such as `+02:00`) to Unix milliseconds.
-pub fn parse_rfc3339_ms(s: &str) -> Option<i64> {
-    let b = s.as_bytes();
-    if b.len() < 19
-        || b[4] != b'-'
-        || b[7] != b'-'
-        || !matches!(b[10], b'T' | b't' | b' ')
-        || b[13] != b':'
-        || b[16] != b':'
-    {
-        return None;
-    }
-    let num = |r: std::ops::Range<usize>| s.get(r)?.parse::<i64>().ok();
-    let (y, mo, d, h, mi, se) = (
-        num(0..4)?,
-        num(5..7)?,
-        num(8..10)?,
-        num(11..13)?,
-        num(14..16)?,
-        num(17..19)?,
-    );
-    let mut rest = &s[19..];
-    let mut ms = 0;
-    if let Some(frac) = rest.strip_prefix('.') {
-        let digits = frac.bytes().take_while(u8::is_ascii_digit).count();
-        let f = &frac[..digits];
-        ms = format!("{f:0<3}")[..3].parse().ok()?;
-        rest = &frac[digits..];
-    }
-    let offset_min = match rest {
-        "Z" | "z" | "" => 0,
-        o if o.len() == 6 && (o.starts_with('+') || o.starts_with('-')) => {
-            let sign = if o.starts_with('-') { -1 } else { 1 };
-            sign * (o[1..3].parse::<i64>().ok()? * 60 + o[4..6].parse::<i64>().ok()?)
-        }
-        _ => return None,
-    };
-    // Days from civil (Howard Hinnant's algorithm).
-    let (y2, m2) = if mo <= 2 {
-        (y - 1, mo + 9)
+    let ts = Timestamp::from_millisecond(ms).unwrap_or(if ms < 0 {
+        Timestamp::MIN
     } else {
-        (y, mo - 3)
-    };
-    let era = y2.div_euclid(400);
-    let yoe = y2 - era * 400;
-    let doy = (153 * m2 + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    Some(((days * 86_400 + h * 3600 + mi * 60 + se) - offset_min * 60) * 1000 + ms)
+        Timestamp::MAX
+    });
+    format!("{ts:.3}")
 }
 
-/// A date (`2026-08-20`, midnight UTC, or the day's last millisecond with `end_of_day`) or an
-/// RFC 3339 date-time.
-pub fn parse_date(s: &str, end_of_day: bool) -> Option<i64> {
-    if s.len() == 10 {
-        let t = if end_of_day {
-            "T23:59:59.999Z"
-        } else {
-            "T00:00:00Z"
-        };
-        return parse_rfc3339_ms(&format!("{s}{t}"));
+/// `2026-08-20T09:14:07.630Z` (or with an offset such as `+02:00`; without one, UTC) to Unix
+/// milliseconds; `None` for anything else, impossible dates and times included.
+pub fn parse_rfc3339_ms(s: &str) -> Option<i64> {
+    parse_instant(s).ok()
+}
+
+fn parse_instant(s: &str) -> Result<i64, String> {
+    let ts = match s.parse::<Timestamp>() {
+        Ok(ts) => ts,
+        // A date-time without an offset is read as UTC (transcripts and people write them).
+        Err(e) => match s.parse::<DateTime>() {
+            Ok(dt) if !s.contains(['+', 'Z', 'z', '[']) && s.len() > 10 => {
+                Offset::UTC.to_timestamp(dt).map_err(|e| e.to_string())?
+            }
+            _ => return Err(e.to_string()),
+        },
+    };
+    Ok(ts.as_millisecond())
+}
+
+/// A date (`2026-08-20`: midnight UTC, or the day's last millisecond with `end_of_day`) or an
+/// RFC 3339 date-time, to Unix milliseconds. The error says what is wrong with the text and
+/// what to write instead.
+pub fn parse_date(s: &str, end_of_day: bool) -> Result<i64, String> {
+    let res = if s.len() == 10 && !s.contains(['T', 't', ' ']) {
+        s.parse::<Date>().map_err(|e| e.to_string()).and_then(|d| {
+            let t = if end_of_day {
+                d.at(23, 59, 59, 999_000_000)
+            } else {
+                d.at(0, 0, 0, 0)
+            };
+            Offset::UTC
+                .to_timestamp(t)
+                .map(Timestamp::as_millisecond)
+                .map_err(|e| e.to_string())
+        })
+    } else {
+        parse_instant(s)
+    };
+    res.map_err(|why| {
+        format!(
+            "`{}` is not a date ({why}): use 2026-08-20, 2026-08-20T09:14:00Z or 2026-08-20T11:14:00+02:00",
+            printable(s)
+        )
+    })
+}
+
+/// A time in Unix milliseconds that nmem can store as an event's time: from 1970 to
+/// [`MAX_MS`] (the end of year 9999). Anything else (a sender's bug, `i64::MIN`) is refused with a message.
+pub fn check_stored_ms(ms: i64) -> Result<i64, String> {
+    if (0..=MAX_MS).contains(&ms) {
+        Ok(ms)
+    } else {
+        Err(format!(
+            "{ms} is not a time nmem stores: Unix milliseconds from 0 (1970) to {MAX_MS} (the end of 9999)"
+        ))
     }
-    parse_rfc3339_ms(s)
+}
+
+/// At most 80 characters of `s` for a message, control characters escaped.
+fn printable(s: &str) -> String {
+    let mut out: String = s.chars().take(80).flat_map(char::escape_debug).collect();
+    if s.chars().nth(80).is_some() {
+        out.push('…');
+    }
+    out
 }
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
     #[test]
     fn formatting_round_trips_through_the_parser() {
         for ms in [
@@ -99,17 +108,20 @@ mod tests {
             951_782_400_000,
             4_107_542_399_999,
             -86_400_001,
+            MAX_MS,
         ] {
-            let s = super::format_rfc3339_ms(ms);
-            assert_eq!(super::parse_rfc3339_ms(&s), Some(ms), "{s}");
+            let s = format_rfc3339_ms(ms);
+            assert_eq!(parse_rfc3339_ms(&s), Some(ms), "{s}");
         }
         assert_eq!(
-            super::format_rfc3339_ms(1_755_680_400_000),
+            format_rfc3339_ms(1_755_680_400_000),
             "2025-08-20T09:00:00.000Z"
         );
+        // Out of any calendar: clamped, not a panic.
+        assert!(format_rfc3339_ms(i64::MIN).starts_with("-009999-"));
+        assert!(format_rfc3339_ms(i64::MAX).starts_with("9999-12-30T"));
+        assert_eq!(MAX_MS, Timestamp::MAX.as_millisecond());
     }
-
-    use super::*;
 
     #[test]
     fn rfc3339() {
@@ -122,12 +134,88 @@ mod tests {
             parse_rfc3339_ms("2026-08-20T11:14:07.630+02:00"),
             Some(1_787_217_247_630)
         );
+        assert_eq!(
+            parse_rfc3339_ms("2026-08-20 09:14:07.630z"),
+            Some(1_787_217_247_630)
+        );
+        // No offset: UTC, as the old parser read it.
+        assert_eq!(
+            parse_rfc3339_ms("2026-08-20T09:14:07.630"),
+            Some(1_787_217_247_630)
+        );
         assert_eq!(parse_rfc3339_ms("garbage"), None);
     }
 
     #[test]
     fn dates() {
-        assert_eq!(parse_date("1970-01-02", false), Some(86_400_000));
-        assert_eq!(parse_date("1970-01-01", true), Some(86_399_999));
+        assert_eq!(parse_date("1970-01-02", false), Ok(86_400_000));
+        assert_eq!(parse_date("1970-01-01", true), Ok(86_399_999));
+        assert_eq!(
+            parse_date("2026-08-20T09:14:07Z", true),
+            Ok(1_787_217_247_000)
+        );
+    }
+
+    /// Issue 13, item 11: each of these was accepted (and stored as some other day) by the
+    /// hand-written parser, or panicked it.
+    #[test]
+    fn impossible_dates_are_refused_with_a_reason() {
+        for bad in [
+            "2026-13-45",
+            "2026-02-30",
+            "2026-00-10",
+            "2026-08-20T25:61:61Z",
+            "2026-08-20T23:59:61Z",
+            "2026-08-20T09:00:00+0é:00",
+            "2026-08-20T09:00:00.1234567890123Zé",
+            "２０２６-08-20",
+            "",
+            "-",
+        ] {
+            let err = parse_date(bad, false).expect_err(bad);
+            assert!(
+                err.contains("is not a date") && err.contains("use 2026-08-20"),
+                "{err}"
+            );
+            assert_eq!(parse_rfc3339_ms(bad), None, "{bad}");
+        }
+        let err = parse_date("2026-13-45", false).unwrap_err();
+        assert!(err.contains("month"), "names the field: {err}");
+    }
+
+    #[test]
+    fn stored_times_are_bounded() {
+        assert!(check_stored_ms(i64::MIN).is_err());
+        assert!(check_stored_ms(-1).is_err());
+        assert!(check_stored_ms(MAX_MS + 1).is_err());
+        assert_eq!(check_stored_ms(0), Ok(0));
+        assert_eq!(check_stored_ms(1_787_217_247_630), Ok(1_787_217_247_630));
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        /// No string reaches a panic (with `panic = "abort"` one would kill nmemd).
+        #[test]
+        fn parsing_arbitrary_text_never_panics(s in "\\PC{0,40}", end in any::<bool>()) {
+            let _ = parse_date(&s, end);
+            let _ = parse_rfc3339_ms(&s);
+        }
+
+        /// Near-misses of the real format, where a naive parser slices at fixed offsets.
+        #[test]
+        fn parsing_near_dates_never_panics(
+            s in "[0-9]{4}-[0-9é]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]{0,12})?(Z|[+-][0-9é]{2}:[0-9]{2}|.{0,6})",
+        ) {
+            if let Some(ms) = parse_rfc3339_ms(&s) {
+                // Whatever is accepted names a real instant that formats and parses back.
+                prop_assert_eq!(parse_rfc3339_ms(&format_rfc3339_ms(ms)), Some(ms));
+            }
+        }
+
+        #[test]
+        fn every_instant_round_trips(ms in -MAX_MS..=MAX_MS) {
+            prop_assert_eq!(parse_rfc3339_ms(&format_rfc3339_ms(ms)), Some(ms));
+        }
     }
 }

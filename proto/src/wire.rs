@@ -187,6 +187,9 @@ pub struct Status {
     /// The embedding model and its progress; absent when none is installed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub embedding: Option<Embedding>,
+    /// Log lines the daemon could not write (stderr full or closed): counted and dropped.
+    #[serde(default)]
+    pub log_write_failures: u64,
 }
 
 /// Semantic search's state: the model, how many rows have a vector, how many wait.

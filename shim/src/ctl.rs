@@ -2,6 +2,7 @@
 
 use nmem_proto::paths::Paths;
 use nmem_proto::{client, status, wire};
+use std::os::unix::fs::OpenOptionsExt;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -12,13 +13,15 @@ const CTL_DEADLINE: Duration = Duration::from_secs(10);
 /// Exit 0 healthy, 1 not running, 2 degraded.
 pub fn status(json: bool) -> ExitCode {
     let paths = Paths::from_env();
+    // Bounded: a stopped or hung daemon must not make status hang too (the status route counts
+    // rows on a reader, which a healthy daemon answers in milliseconds).
     let (mut s, reach_error) = match client::call(
         &paths.socket,
         "GET",
         wire::PATH_STATUS,
         &[],
         b"",
-        CTL_DEADLINE,
+        crate::daemon_client::PROBE,
     ) {
         Ok(r) if r.status == 200 => match serde_json::from_slice::<wire::Status>(&r.body) {
             Ok(s) => (s, None),
@@ -33,7 +36,17 @@ pub fn status(json: bool) -> ExitCode {
         ),
         Err(e) => (status::from_files(&paths), Some(e.to_string())),
     };
-    if !s.running {
+    // No answer, yet a process holds the database lock: it is alive, just not answering.
+    let hung = match (&reach_error, s.running) {
+        (Some(_), false) => crate::daemon_client::lock_owner(&paths),
+        _ => None,
+    };
+    if let Some(pid) = hung {
+        fill_from_db(&paths, &mut s);
+        s.running = true;
+        s.pid = Some(pid as u32);
+        s.degraded.push(crate::daemon_client::not_answering(pid));
+    } else if !s.running {
         fill_from_db(&paths, &mut s);
         diagnose_down(&paths, &mut s);
         if let Some(e) = &reach_error {
@@ -207,7 +220,10 @@ fn duration(s: u64) -> String {
 }
 
 fn print_human(s: &wire::Status) {
-    if s.running {
+    let answering = s.version.is_some();
+    if s.running && !answering {
+        println!("nmemd      not answering (pid {})", s.pid.unwrap_or(0));
+    } else if s.running {
         println!(
             "nmemd      running (pid {}, up {}, version {}, protocol {})",
             s.pid.unwrap_or(0),
@@ -232,7 +248,7 @@ fn print_human(s: &wire::Status) {
         "memory     {} sessions, {} prompts, {} observations",
         s.sessions, s.prompts, s.observations
     );
-    if s.running {
+    if s.running && answering {
         println!("queue      {} of {}", s.queue_depth, s.queue_capacity);
         match &s.embedding {
             Some(e) => match (&e.model, &e.problem) {
@@ -261,6 +277,12 @@ fn print_human(s: &wire::Status) {
         }
         if s.paused {
             println!("paused     recording is paused (`nmemctl resume`)");
+        }
+        if s.log_write_failures > 0 {
+            println!(
+                "log        {} lines could not be written (stderr full or closed) and were dropped",
+                s.log_write_failures
+            );
         }
     }
     println!(
@@ -473,45 +495,259 @@ pub fn pause(on: bool) -> ExitCode {
     }
 }
 
-/// `nmemctl backup PATH`: SQLite's online backup, one consistent snapshot even while the daemon
-/// writes; read-only on the live database. The copy is integrity-checked.
+/// `nmemctl backup PATH`: one consistent snapshot of the live data, even while the daemon
+/// writes; read-only on the live database.
+///
+/// `VACUUM INTO` rather than a page copy: it writes only live rows, so what purge or redact
+/// deleted (free pages, dead cells) is not carried into backups. The copy is written under a
+/// temporary name in the destination's folder, integrity-checked and synced, then linked to
+/// the requested name, which must not exist (a link never replaces a file): a backup killed
+/// half-way leaves no file at that name, only a hidden temporary one that the next run removes.
 pub fn backup(dest: &std::path::Path) -> ExitCode {
     let paths = Paths::from_env();
     if dest.exists() {
         return fail(format!("{} exists; choose a new file name", dest.display()));
     }
-    let res = (|| -> rusqlite::Result<String> {
+    if !paths.db.exists() {
+        return fail(format!(
+            "there is no database at {} to back up",
+            paths.db.display()
+        ));
+    }
+    let Some(name) = dest.file_name().map(|n| n.to_string_lossy().into_owned()) else {
+        return fail(format!("{} is not a file name", dest.display()));
+    };
+    let dir = match dest.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => std::path::PathBuf::from("."),
+    };
+    // Leftovers of killed runs go first; the new temporary name is this run's own.
+    remove_stale_temporaries(&dir, &name);
+    let tmp = dir.join(format!(".{name}.nmem-backup-{}.tmp", std::process::id()));
+    let _ = std::fs::remove_file(&tmp);
+    let res = (|| -> Result<String, String> {
         let src = rusqlite::Connection::open_with_flags(
             &paths.db,
             rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
-        )?;
-        src.busy_timeout(Duration::from_secs(10))?;
-        let mut dst = rusqlite::Connection::open(dest)?;
-        {
-            let b = rusqlite::backup::Backup::new(&src, &mut dst)?;
-            // All pages in one step: one read snapshot, whatever the writer does meanwhile.
-            b.step(-1)?;
+        )
+        .map_err(|e| e.to_string())?;
+        src.busy_timeout(Duration::from_secs(10))
+            .map_err(|e| e.to_string())?;
+        src.execute("VACUUM INTO ?1", [tmp.to_string_lossy()])
+            .map_err(|e| e.to_string())?;
+        let copy = rusqlite::Connection::open(&tmp).map_err(|e| e.to_string())?;
+        let ok: String = copy
+            .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+            .map_err(|e| e.to_string())?;
+        drop(copy);
+        if ok != "ok" {
+            return Err(format!("the copy failed its integrity check: {ok}"));
         }
-        dst.query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        std::fs::set_permissions(&tmp, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+            .and_then(|_| std::fs::File::open(&tmp)?.sync_all())
+            .map_err(|e| format!("cannot finish {}: {e}", tmp.display()))?;
+        std::fs::hard_link(&tmp, dest).map_err(|e| {
+            format!(
+                "cannot create {}: {e}{}",
+                dest.display(),
+                if e.kind() == std::io::ErrorKind::AlreadyExists {
+                    " (it appeared meanwhile; choose a new file name)"
+                } else {
+                    ""
+                }
+            )
+        })?;
+        let _ = std::fs::remove_file(&tmp);
+        if let Ok(d) = std::fs::File::open(&dir) {
+            let _ = d.sync_all();
+        }
+        Ok(ok)
     })();
     match res {
-        Ok(ok) if ok == "ok" => {
-            let _ =
-                std::fs::set_permissions(dest, std::os::unix::fs::PermissionsExt::from_mode(0o600));
+        Ok(_) => {
             println!(
-                "backed up {} to {} ({}), integrity ok",
+                "backed up {} to {} ({}, live data only), integrity ok",
                 paths.db.display(),
                 dest.display(),
                 bytes(std::fs::metadata(dest).map(|m| m.len()).unwrap_or(0))
             );
             ExitCode::SUCCESS
         }
-        Ok(bad) => fail(format!("the copy failed its integrity check: {bad}")),
         Err(e) => {
-            let _ = std::fs::remove_file(dest);
+            let _ = std::fs::remove_file(&tmp);
+            let _ = std::fs::remove_file(tmp.with_extension("tmp-journal"));
             fail(format!("backup of {} failed: {e}", paths.db.display()))
         }
     }
+}
+
+/// Remove `.NAME.nmem-backup-PID.tmp` files (and SQLite's `-journal` beside them) left by
+/// backups that were killed (their process is gone).
+fn remove_stale_temporaries(dir: &std::path::Path, name: &str) {
+    let prefix = format!(".{name}.nmem-backup-");
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in rd.flatten() {
+        let f = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) = f
+            .strip_prefix(&prefix)
+            .and_then(|r| r.split_once(".tmp"))
+            .and_then(|(p, _)| p.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        // SAFETY: signal 0 only asks whether the process exists.
+        if pid > 0 && unsafe { libc::kill(pid, 0) } != 0 {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
+}
+
+/// `nmemctl restore FILE`: put a backup in place of the database.
+///
+/// The file is checked first by `nmemd --check-db` (integrity, nmem's tables, a schema version
+/// this nmemd knows); then the daemon is stopped ([`stop_daemon`]), the database lock is held
+/// so that no daemon (an autostarting hook's included) opens the database during the swap, the
+/// current database and its WAL are renamed aside to `nmem.db.replaced-<time>`, a copy of the
+/// backup is moved in, and the daemon is started again if it was running. Hooks meanwhile
+/// spool, as for any stop; the spool drains into the restored database.
+pub fn restore(file: &std::path::Path) -> ExitCode {
+    use std::os::fd::AsRawFd;
+    let paths = Paths::from_env();
+    let daemon = std::env::current_exe()
+        .map(|e| e.with_file_name("nmemd"))
+        .unwrap_or_else(|_| "nmemd".into());
+    match std::process::Command::new(&daemon)
+        .arg("--check-db")
+        .arg(file)
+        .status()
+    {
+        Ok(s) if s.success() => {}
+        Ok(_) => {
+            return fail(format!(
+                "{} was not restored; nothing was changed",
+                file.display()
+            ))
+        }
+        Err(e) => {
+            return fail(format!(
+                "cannot run {} to check the file: {e}",
+                daemon.display()
+            ))
+        }
+    }
+    let Some(dir) = paths.db.parent().filter(|d| !d.as_os_str().is_empty()) else {
+        return fail(format!("{} has no folder", paths.db.display()));
+    };
+    if let Err(e) = nmem_proto::paths::ensure_private_dir(dir) {
+        return fail(format!("cannot create {}: {e}", dir.display()));
+    }
+    // The copy first, beside the database (same file system: the final rename is atomic), with
+    // SQLite's backup API: it reads a source that has a WAL of its own correctly.
+    let tmp = dir.join(format!(".nmem.db.restore-{}.tmp", std::process::id()));
+    let _ = std::fs::remove_file(&tmp);
+    let copied = (|| -> rusqlite::Result<()> {
+        let src = rusqlite::Connection::open_with_flags(
+            file,
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+        )?;
+        let mut dst = rusqlite::Connection::open(&tmp)?;
+        rusqlite::backup::Backup::new(&src, &mut dst)?.step(-1)?;
+        dst.execute_batch("PRAGMA journal_mode = DELETE;")?;
+        Ok(())
+    })()
+    .map_err(|e| e.to_string())
+    .and_then(|_| {
+        std::fs::set_permissions(&tmp, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+            .and_then(|_| std::fs::File::open(&tmp)?.sync_all())
+            .map_err(|e| e.to_string())
+    });
+    if let Err(e) = copied {
+        let _ = std::fs::remove_file(&tmp);
+        return fail(format!(
+            "cannot copy {} beside the database: {e}; nothing was changed",
+            file.display()
+        ));
+    }
+    let was_running = !matches!(stop_daemon(&paths), Stopped::NotRunning);
+    let lock = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(paths.db_lock());
+    let held = lock.as_ref().is_ok_and(|f| {
+        // SAFETY: flock on a descriptor we own; released when it is closed.
+        unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) == 0 }
+    });
+    if !held {
+        let _ = std::fs::remove_file(&tmp);
+        return fail(format!(
+            "nmemd still holds {} (it was started again meanwhile?): run `nmemctl stop`, then restore again; nothing was changed",
+            paths.db_lock().display()
+        ));
+    }
+    let stamp: String = nmem_proto::time::format_rfc3339_ms(nmem_proto::now_ms())
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric())
+        .collect();
+    let aside = dir.join(format!(
+        "{}.replaced-{stamp}",
+        paths.db.file_name().unwrap_or_default().to_string_lossy()
+    ));
+    let side = |p: &std::path::Path, ext: &str| {
+        let mut s = p.as_os_str().to_os_string();
+        s.push(ext);
+        std::path::PathBuf::from(s)
+    };
+    let swapped = (|| -> std::io::Result<bool> {
+        let had = paths.db.exists();
+        if had {
+            // The WAL goes with its database (SQLite finds it by name); the shared-memory
+            // index is rebuilt from it.
+            std::fs::rename(&paths.db, &aside)?;
+            match std::fs::rename(side(&paths.db, "-wal"), side(&aside, "-wal")) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+                _ => {}
+            }
+            let _ = std::fs::remove_file(side(&paths.db, "-shm"));
+        }
+        std::fs::rename(&tmp, &paths.db)?;
+        if let Ok(d) = std::fs::File::open(dir) {
+            d.sync_all()?;
+        }
+        Ok(had)
+    })();
+    drop(lock);
+    let had = match swapped {
+        Ok(had) => had,
+        Err(e) => {
+            let _ = std::fs::remove_file(&tmp);
+            return fail(format!(
+                "restoring failed while swapping the files: {e}; the previous database is at {} if it is no longer at {}",
+                aside.display(),
+                paths.db.display()
+            ));
+        }
+    };
+    println!("restored {} into {}", file.display(), paths.db.display());
+    if had {
+        println!("the replaced database is kept as {}", aside.display());
+    }
+    if was_running {
+        if !crate::autostart::start_daemon_now(&paths)
+            || !crate::daemon_client::wait_healthy(&paths, Duration::from_secs(10))
+        {
+            return fail(format!(
+                "restored, but nmemd did not come back up; see `nmemctl logs` ({})",
+                paths.daemon_log().display()
+            ));
+        }
+        println!("nmemd started again");
+    }
+    ExitCode::SUCCESS
 }
 
 /// `nmemctl export`: everything as JSON lines (sessions, prompts, observations), read-only.
@@ -624,6 +860,61 @@ fn systemd_unit_active() -> bool {
         .is_ok_and(|s| s.success())
 }
 
+/// How long a stopping daemon gets to finish its queue and checkpoint before SIGKILL.
+const STOP_GRACE: Duration = Duration::from_secs(10);
+
+/// What [`stop_daemon`] did.
+pub enum Stopped {
+    NotRunning,
+    Gracefully(i32),
+    /// It did not stop within [`STOP_GRACE`] and was killed.
+    Killed(i32),
+    /// Still there after SIGKILL (uninterruptible sleep).
+    Survived(i32),
+}
+
+/// Stop the daemon that holds the database lock, answering or not: SIGTERM (with SIGCONT, so a
+/// daemon stopped by SIGSTOP can act on it), wait up to [`STOP_GRACE`] for it to let go of the
+/// lock, then SIGKILL, saying so. Killing loses nothing acknowledged: every acknowledged event
+/// is committed, and SQLite recovers the WAL at the next start. Prints what it does.
+pub fn stop_daemon(paths: &Paths) -> Stopped {
+    let Some(pid) = crate::daemon_client::lock_owner(paths) else {
+        return Stopped::NotRunning;
+    };
+    // SAFETY: signals to the pid that holds nmem's lock (written there by nmemd itself).
+    unsafe {
+        libc::kill(pid, libc::SIGTERM);
+        libc::kill(pid, libc::SIGCONT);
+    }
+    let gone = |within: Duration| {
+        let start = std::time::Instant::now();
+        loop {
+            if crate::daemon_client::lock_owner(paths) != Some(pid) {
+                return true;
+            }
+            if start.elapsed() > within {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    if gone(STOP_GRACE) {
+        println!("nmemd stopped (pid {pid})");
+        return Stopped::Gracefully(pid);
+    }
+    // SAFETY: as above.
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    if gone(Duration::from_secs(5)) {
+        println!(
+            "nmemd (pid {pid}) did not stop within {} s of SIGTERM: killed it (SIGKILL); acknowledged events are committed, the next start recovers the WAL",
+            STOP_GRACE.as_secs()
+        );
+        Stopped::Killed(pid)
+    } else {
+        Stopped::Survived(pid)
+    }
+}
+
 /// `nmemctl start | stop | restart`: through systemd when nmem's units are enabled, else directly.
 pub fn service(action: &str) -> ExitCode {
     let paths = Paths::from_env();
@@ -641,24 +932,17 @@ pub fn service(action: &str) -> ExitCode {
         };
     }
     if action != "start" {
-        let pid: Option<i32> = std::fs::read_to_string(paths.db_lock())
-            .ok()
-            .and_then(|s| s.trim().parse().ok());
-        let up = crate::daemon_client::healthy(&paths);
-        match (pid, up) {
-            (Some(pid), true) => {
-                unsafe { libc::kill(pid, libc::SIGTERM) };
-                let start = std::time::Instant::now();
-                while paths.socket.exists() && start.elapsed() < Duration::from_secs(30) {
-                    std::thread::sleep(Duration::from_millis(20));
-                }
-                println!("nmemd stopped");
-            }
-            _ if action == "stop" => {
+        match stop_daemon(&paths) {
+            Stopped::NotRunning if action == "stop" => {
                 println!("nmemd is not running");
                 return ExitCode::SUCCESS;
             }
-            _ => {}
+            Stopped::NotRunning | Stopped::Gracefully(_) | Stopped::Killed(_) => {}
+            Stopped::Survived(pid) => {
+                return fail(format!(
+                    "nmemd (pid {pid}) is still running after SIGKILL; it may be stuck in the kernel (a hung disk?): see `ps -o stat,wchan -p {pid}`"
+                ))
+            }
         }
         if action == "stop" {
             return ExitCode::SUCCESS;

@@ -26,10 +26,60 @@ impl std::fmt::Display for CallError {
     }
 }
 
+/// How long a live daemon may take to answer `/v1/health` (answered on the async workers, it
+/// touches neither the database nor the writer) before it counts as hung.
+pub const PROBE: Duration = Duration::from_secs(1);
+
+/// The process holding the database lock (`nmem.db.lock`, `flock`ed by `nmemd` for its whole
+/// life), whose pid `nmemd` wrote into it; `None` when no process holds it.
+///
+/// This is how a daemon that does not answer (stopped with SIGSTOP, hung) is still found. The
+/// probe takes a shared lock for an instant: a daemon starting at that very instant would find
+/// the lock taken and exit saying so, which only costs a retry of the start.
+pub fn lock_owner(paths: &Paths) -> Option<i32> {
+    use std::os::fd::AsRawFd;
+    let f = std::fs::File::open(paths.db_lock()).ok()?;
+    // SAFETY: flock on a descriptor we own; closing it releases the probe's lock.
+    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) } == 0 {
+        unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_UN) };
+        return None;
+    }
+    let pid: i32 = std::fs::read_to_string(paths.db_lock())
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    // SAFETY: signal 0 only checks that the process exists (EPERM: it exists, not ours).
+    let alive = pid > 0
+        && (unsafe { libc::kill(pid, 0) } == 0
+            || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM));
+    alive.then_some(pid)
+}
+
+/// The message for a daemon that holds its lock but does not answer.
+pub fn not_answering(pid: i32) -> String {
+    format!(
+        "nmemd is not answering (pid {pid}): it may be stopped (SIGSTOP) or hung; `nmemctl restart` replaces it"
+    )
+}
+
 /// POST `body` to `path` and decode the reply.
 pub fn post<B: Serialize, R: DeserializeOwned>(path: &str, body: &B) -> Result<R, CallError> {
     let paths = Paths::from_env();
     let bytes = serde_json::to_vec(body).expect("request serialises");
+    // A hung daemon accepts connections (the kernel does) but never replies: a bounded probe
+    // first, so the caller hears so in about a second instead of after the query's deadline.
+    if let Err(e) = client::call(&paths.socket, "GET", wire::PATH_HEALTH, &[], b"", PROBE) {
+        if !matches!(
+            e.kind(),
+            std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused
+        ) {
+            return Err(CallError::Unavailable(match lock_owner(&paths) {
+                Some(pid) => not_answering(pid),
+                None => format!("nmemd does not answer ({e}); see `nmemctl status`"),
+            }));
+        }
+    }
     let reply = match client::call(&paths.socket, "POST", path, &[], &bytes, DEADLINE) {
         Ok(r) => r,
         Err(e)
@@ -46,7 +96,12 @@ pub fn post<B: Serialize, R: DeserializeOwned>(path: &str, body: &B) -> Result<R
         Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
             return Err(CallError::Unavailable(e.to_string()))
         }
-        Err(e) => return Err(unavailable(&paths, &e.to_string())),
+        Err(e) => {
+            return Err(match lock_owner(&paths) {
+                Some(pid) => CallError::Unavailable(not_answering(pid)),
+                None => unavailable(&paths, &e.to_string()),
+            })
+        }
     };
     if reply.status == 200 {
         return serde_json::from_slice(&reply.body)

@@ -317,6 +317,25 @@ impl Daemon {
         self.child.as_ref().unwrap().id() as i32
     }
 
+    /// A daemon the test spawned itself (its stderr elsewhere, say), once it answers.
+    pub fn adopt(child: Child, home: &Home) -> Daemon {
+        let d = Daemon {
+            child: Some(child),
+            socket: home.paths.socket.clone(),
+        };
+        wait_until(
+            "nmemd to answer /v1/health",
+            Duration::from_secs(20),
+            || d.healthy(),
+        );
+        d
+    }
+
+    /// The process, no longer stopped on drop (the test waits for it itself).
+    pub fn child_take(mut self) -> Child {
+        self.child.take().unwrap()
+    }
+
     pub fn healthy(&self) -> bool {
         nmem_proto::client::call(
             &self.socket,

@@ -158,12 +158,17 @@ impl Ingest {
 pub enum PrepareError {
     #[error("{0}")]
     Invalid(#[from] Rejection),
+    /// The receive time is outside what nmem stores (`nmem_proto::time::check_stored_ms`).
+    #[error("received-at: {0}")]
+    BadTime(String),
 }
 
 impl Ingest {
     /// Parse, validate, extract and redact one event. `Ok(None)`: valid, but nmem stores nothing
     /// for it (an unknown or ignored event, nmem's own tool call, a fully private prompt).
     pub fn prepare(&self, raw: &RawEvent) -> Result<Option<Prepared>, PrepareError> {
+        // Every way in (a hook's header, a batch line, a spool file) passes here.
+        nmem_proto::time::check_stored_ms(raw.received_at).map_err(PrepareError::BadTime)?;
         let value = h::parse(&raw.payload)?;
         let env = h::envelope(raw.harness, &value)?;
         let Some(event) = env.event else {

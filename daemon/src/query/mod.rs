@@ -57,18 +57,28 @@ pub fn clamp(v: Option<i64>, default: i64, max: i64) -> i64 {
 /// Unix milliseconds from epoch numbers (seconds when they look like seconds) or ISO text.
 pub fn millis(w: &When, end_of_day: bool) -> Result<i64, QueryError> {
     match w {
-        When::Epoch(n) if n.abs() < 100_000_000_000 => Ok(n * 1000),
-        When::Epoch(n) => Ok(*n),
+        // Seconds when they look like seconds; either way bounded to what a date can name, so
+        // no arithmetic overflows and the filter means something.
+        When::Epoch(n) => {
+            let ms = if n.unsigned_abs() < 100_000_000_000 {
+                n * 1000
+            } else {
+                *n
+            };
+            if ms.unsigned_abs() > nmem_proto::time::MAX_MS as u64 {
+                return Err(QueryError::BadRequest(format!(
+                    "{n} is out of range for a date: use Unix seconds or milliseconds up to year 9999, or 2026-08-20"
+                )));
+            }
+            Ok(ms)
+        }
         When::Text(s) => {
             let s = s.trim();
             if let Ok(n) = s.parse::<i64>() {
                 return millis(&When::Epoch(n), end_of_day);
             }
-            nmem_proto::time::parse_date(s, end_of_day).ok_or_else(|| {
-                QueryError::BadRequest(format!(
-                    "`{s}` is not a date: use 2026-08-20, 2026-08-20T09:14:00Z, or Unix seconds/milliseconds"
-                ))
-            })
+            nmem_proto::time::parse_date(s, end_of_day)
+                .map_err(|e| QueryError::BadRequest(format!("{e}, or Unix seconds/milliseconds")))
         }
     }
 }

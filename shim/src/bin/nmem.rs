@@ -330,9 +330,9 @@ fn main() -> ExitCode {
                 .map(|d| nmem_proto::time::parse_date(d, false))
             {
                 None => None,
-                Some(Some(ms)) => Some(ms),
-                Some(None) => {
-                    eprintln!("nmem import: --since takes 2026-08-20 or an ISO date-time");
+                Some(Ok(ms)) => Some(ms),
+                Some(Err(e)) => {
+                    eprintln!("nmem import: --since {e}");
                     return ExitCode::from(2);
                 }
             };

@@ -12,7 +12,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Health, versions, queue, spool, counts and sizes. Exit 0 healthy, 1 not running, 2 degraded.
+    /// Health, versions, queue, spool, counts and sizes. Exit 0 healthy, 1 not running, 2 degraded
+    /// (a daemon that does not answer within a second is "not answering (pid N)": degraded).
     Status {
         /// One JSON object instead of text.
         #[arg(long)]
@@ -20,14 +21,22 @@ enum Command {
     },
     /// Start nmemd (through systemd when nmem's units are enabled).
     Start,
-    /// Stop nmemd: it finishes its queue and checkpoints first.
+    /// Stop nmemd: it finishes its queue and checkpoints first; one that does not stop within
+    /// 10 s (hung, stopped) is killed, and this says so.
     Stop,
     /// Stop, then start.
     Restart,
-    /// A consistent copy of the database (SQLite online backup), even while events stream in.
+    /// A consistent copy of the database's live data, even while events stream in. Written
+    /// under a temporary name, then given its name once complete and checked.
     Backup {
         /// The new file to write.
         path: std::path::PathBuf,
+    },
+    /// Replace the database by a backup: checks the file, stops nmemd, keeps the current
+    /// database aside as nmem.db.replaced-<time>, and starts nmemd again if it was running.
+    Restore {
+        /// A file written by `nmemctl backup`.
+        file: std::path::PathBuf,
     },
     /// Sweep what retention says is too old (unless `[retention] sweep = false`), checkpoint the
     /// WAL, reclaim free pages, check and optimise the full-text indexes.
@@ -151,6 +160,7 @@ fn main() -> ExitCode {
         Command::Stop => nmem_shim::ctl::service("stop"),
         Command::Restart => nmem_shim::ctl::service("restart"),
         Command::Backup { path } => nmem_shim::ctl::backup(&path),
+        Command::Restore { file } => nmem_shim::ctl::restore(&file),
         Command::Maintain => nmem_shim::ctl::maintain(),
         Command::Pin { id } => nmem_shim::ctl::pin(id, true),
         Command::Unpin { id } => nmem_shim::ctl::pin(id, false),
