@@ -5,6 +5,7 @@
 //! ([`SessionEffect`]). Adding a tool is one file under `tools/` plus its fixture test; adding a
 //! harness is one file under `harness/`.
 
+mod bounds;
 mod harness;
 mod lifecycle;
 pub mod project;
@@ -158,6 +159,8 @@ impl Ingest {
 pub enum PrepareError {
     #[error("{0}")]
     Invalid(#[from] Rejection),
+    #[error("{0}")]
+    TooLong(String),
 }
 
 impl Ingest {
@@ -170,6 +173,7 @@ impl Ingest {
             return Ok(None);
         };
         let obj = value.as_object().expect("envelope checked it is an object");
+        bounds::check_cwd(env.cwd).map_err(PrepareError::TooLong)?;
         let project = self.projects.resolve(env.cwd);
         if self.excluded.contains(&project.name) {
             return Ok(None);
@@ -220,6 +224,8 @@ impl Ingest {
             redactions: 0,
         };
         let fully_private = !self.redactor.apply(&mut prepared);
+        // After redaction, so a cut never leaves part of a secret the patterns no longer match.
+        bounds::cap(&mut prepared);
         if self.in_private_turn(&prepared, fully_private) {
             // Keep nothing of the turn, but move past its reasoning in the transcript.
             prepared.record = Record::Nothing;
