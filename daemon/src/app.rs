@@ -38,7 +38,10 @@ impl App {
         for w in &warnings {
             stats.error(w.clone());
         }
-        let readers = Readers::new(paths.db.clone());
+        let readers = Readers::with_budget(
+            paths.db.clone(),
+            std::time::Duration::from_millis(config.limits.query_timeout_ms.max(1)),
+        );
         let (writer, handle) = Writer::spawn(
             conn,
             config.writer.queue_capacity.max(1),

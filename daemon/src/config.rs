@@ -19,6 +19,43 @@ pub struct Config {
     pub retention: RetentionConfig,
     pub search: SearchConfig,
     pub embed: EmbedConfig,
+    pub limits: LimitsConfig,
+}
+
+/// Bounds on what one client, or all of them together, can make the daemon hold or do. Every
+/// request runs within them; past one, the client gets a clear error and nothing is stored.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LimitsConfig {
+    /// Connections served at once; past it the connection idle the longest is closed for the new
+    /// one. Never more than the descriptor limit allows (less a reserve for files).
+    pub max_connections: usize,
+    /// A request's head must arrive within this many seconds of the connection opening or of
+    /// the previous reply: an idle or stalled connection is closed after it.
+    pub header_timeout_secs: u64,
+    /// A request's body must arrive whole within this many seconds.
+    pub body_timeout_secs: u64,
+    /// The largest request body accepted.
+    pub max_body_mb: u64,
+    /// Request bodies held at once, across all connections; a request waits (up to the body
+    /// timeout) for room before its body is read.
+    pub max_bytes_in_flight_mb: u64,
+    /// Time budget of one query (search, timeline, digest, …), in milliseconds; a query past it
+    /// is interrupted and the client told to narrow it.
+    pub query_timeout_ms: u64,
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        LimitsConfig {
+            max_connections: 256,
+            header_timeout_secs: 10,
+            body_timeout_secs: 30,
+            max_body_mb: 64,
+            max_bytes_in_flight_mb: 128,
+            query_timeout_ms: 2000,
+        }
+    }
 }
 
 /// How search fuses its sources (weighted reciprocal rank fusion). The defaults were measured on

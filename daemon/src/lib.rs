@@ -4,6 +4,7 @@
 //!
 //! * [`listener`]: the Unix socket (or one handed over by systemd), the lock that makes the
 //!   daemon the database's only owner, and graceful shutdown.
+//! * [`conn`]: connections and request bodies under bounds (timeouts, cap, bytes in flight).
 //! * [`server`]: the versioned HTTP/JSON routes.
 //! * [`ingest`]: per harness and per tool, from a hook payload to an observation or a prompt;
 //!   then [`redact`]. Deterministic, no LLM.
@@ -16,6 +17,7 @@
 
 pub mod app;
 pub mod config;
+pub mod conn;
 pub mod context;
 pub mod dedup;
 pub mod ingest;

@@ -157,6 +157,25 @@ fn check_db(file: &std::path::Path) -> ExitCode {
     }
 }
 
+/// Once shutdown has begun, the process exits within this even if something hangs (a stuck
+/// file read, a query that ignores its interrupt): the lock is released with the process, so a
+/// new `nmemd` can start. Every acknowledged event is already committed, so nothing is lost.
+const EXIT_DEADLINE: std::time::Duration = std::time::Duration::from_secs(20);
+
+fn exit_watchdog() {
+    let _ = std::thread::Builder::new()
+        .name("exit-watchdog".into())
+        .spawn(|| {
+            std::thread::sleep(EXIT_DEADLINE);
+            eprintln!(
+                "nmemd: still not stopped {} s after the signal; exiting now",
+                EXIT_DEADLINE.as_secs()
+            );
+            // SAFETY: ends the process without running destructors that may be what hangs.
+            unsafe { libc::_exit(1) };
+        });
+}
+
 fn run() -> anyhow::Result<()> {
     // Everything nmemd creates (database, WAL, socket, spool files) is the owner's alone.
     unsafe { libc::umask(0o077) };
@@ -181,6 +200,9 @@ fn run() -> anyhow::Result<()> {
         name.push(suffix);
         check_own_file(std::path::Path::new(&name))?;
     }
+    // Descriptors: a common default is 1,024 soft with a far higher hard limit.
+    let fd_limit = nmem_daemon::conn::raise_nofile_limit();
+    let limits = std::sync::Arc::new(nmem_daemon::conn::Limits::new(&config.limits, fd_limit));
     let _lock = listener::DbLock::acquire(&paths)?;
     let (app, writer_thread) = App::open(paths.clone(), config)?;
     let bound = listener::bind(&paths)?;
@@ -188,6 +210,8 @@ fn run() -> anyhow::Result<()> {
         version = nmem_proto::VERSION,
         db = %paths.db.display(),
         socket = %paths.socket.display(),
+        fd_limit,
+        max_connections = limits.max_connections,
         "nmemd ready"
     );
 
@@ -214,9 +238,17 @@ fn run() -> anyhow::Result<()> {
         }
         let embedder =
             nmem_daemon::semantic::spawn_backfill(app.clone(), tokio::runtime::Handle::current());
-        axum::serve(listener, server::router(app.clone()))
-            .with_graceful_shutdown(listener::shutdown_signal())
-            .await?;
+        let stopping = {
+            let app = app.clone();
+            async move {
+                listener::shutdown_signal().await;
+                // Running queries end now (interrupted), so connections can finish.
+                app.readers.interrupt_all();
+                exit_watchdog();
+            }
+        };
+        let router = server::router(app.clone(), limits.clone());
+        nmem_daemon::conn::serve(listener, router, limits, stopping).await;
         // No new connections; in-flight requests have their replies. Finish the queue.
         let _ = stop_tx.send(true);
         let _ = drainer.await;

@@ -18,10 +18,9 @@ use nmem_proto::query as query_types;
 use nmem_proto::wire::{self, code, ErrorBody, RecordOutcome, RecordReply};
 use std::sync::Arc;
 
-/// The largest request body accepted (a shim elides long strings well before this).
-const BODY_LIMIT: usize = 64 * 1024 * 1024;
-
-pub fn router(app: Arc<App>) -> Router {
+/// The routes, behind [`crate::conn::bound_body`]: every body is read within the limits (time,
+/// size, bytes in flight across requests) before a handler sees it.
+pub fn router(app: Arc<App>, limits: Arc<crate::conn::Limits>) -> Router {
     Router::new()
         .route(wire::PATH_EVENTS, post(record))
         .route(wire::PATH_EVENTS_BATCH, post(record_batch))
@@ -39,7 +38,11 @@ pub fn router(app: Arc<App>) -> Router {
         .route(wire::PATH_REDACT, post(redact))
         .route(wire::PATH_MODEL_RELOAD, post(model_reload))
         .fallback(not_found)
-        .layer(DefaultBodyLimit::max(BODY_LIMIT))
+        .layer(DefaultBodyLimit::max(limits.max_body))
+        .layer(axum::middleware::from_fn_with_state(
+            limits,
+            crate::conn::bound_body,
+        ))
         .layer(axum::middleware::map_response(stamp_version))
         .with_state(app)
 }
@@ -72,6 +75,19 @@ impl ApiError {
     }
 }
 
+impl ApiError {
+    /// An internal failure of `what`: the detail (which may hold SQL text or paths) goes to the
+    /// log, the reply says only where to look.
+    pub fn internal(what: &str, detail: impl std::fmt::Display) -> ApiError {
+        tracing::error!("{what} failed: {detail}");
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            code::INTERNAL,
+            format!("{what} failed inside nmemd; the reason is in its log (`nmemctl logs`)"),
+        )
+    }
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let body = ErrorBody {
@@ -90,11 +106,14 @@ impl From<WriteError> for ApiError {
                 code::SHUTTING_DOWN,
                 e.to_string(),
             ),
-            WriteError::Sqlite(_) => ApiError::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                code::STORE_FAILED,
-                e.to_string(),
-            ),
+            WriteError::Sqlite(_) => {
+                tracing::error!("store failed: {e}");
+                ApiError::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    code::STORE_FAILED,
+                    "the event could not be stored; the reason is in nmemd's log (`nmemctl logs`)",
+                )
+            }
         }
     }
 }
@@ -105,7 +124,9 @@ impl From<QueryError> for ApiError {
             QueryError::BadRequest(_) => (StatusCode::BAD_REQUEST, code::BAD_REQUEST),
             QueryError::BadFts(_) => (StatusCode::BAD_REQUEST, code::BAD_QUERY),
             QueryError::NotFound(_) => (StatusCode::NOT_FOUND, code::NOT_FOUND),
-            QueryError::Read(_) => (StatusCode::INTERNAL_SERVER_ERROR, code::INTERNAL),
+            QueryError::TimedOut(_) => (StatusCode::SERVICE_UNAVAILABLE, code::QUERY_TIMEOUT),
+            QueryError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, code::SHUTTING_DOWN),
+            QueryError::Read(detail) => return ApiError::internal("the query", detail),
         };
         ApiError::new(status, code, e.to_string())
     }
@@ -134,7 +155,7 @@ async fn model_reload(State(app): State<Arc<App>>) -> Result<Json<wire::Embeddin
     app.semantic
         .activate(&app.writer)
         .await
-        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, code::INTERNAL, e))?;
+        .map_err(|e| ApiError::internal("loading the embedding model", e))?;
     Ok(Json(crate::app::embedding(&app).await.unwrap_or_default()))
 }
 
@@ -167,13 +188,10 @@ async fn memories(
 }
 
 async fn maintain(State(app): State<Arc<App>>) -> Result<Json<crate::maintain::Report>, ApiError> {
-    crate::maintain::now(&app).await.map(Json).map_err(|e| {
-        ApiError::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            code::INTERNAL,
-            format!("maintenance failed: {e}"),
-        )
-    })
+    crate::maintain::now(&app)
+        .await
+        .map(Json)
+        .map_err(|e| ApiError::internal("maintenance", e))
 }
 
 async fn pin(State(app): State<Arc<App>>, b: Bytes) -> Result<Json<wire::PinRequest>, ApiError> {
@@ -190,7 +208,7 @@ async fn pin(State(app): State<Arc<App>>, b: Bytes) -> Result<Json<wire::PinRequ
             .map_err(|e| e.to_string())
         })
         .await
-        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, code::INTERNAL, e))?;
+        .map_err(|e| ApiError::internal("pinning", e))?;
     if changed == "0" {
         return Err(ApiError::new(
             StatusCode::NOT_FOUND,
@@ -208,13 +226,7 @@ async fn retention(
     crate::retention::retention(&app, body(&b)?)
         .await
         .map(Json)
-        .map_err(|e| {
-            ApiError::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                code::INTERNAL,
-                format!("retention failed: {e}"),
-            )
-        })
+        .map_err(|e| ApiError::internal("retention", e))
 }
 
 async fn purge(
@@ -240,13 +252,7 @@ async fn redact(
     crate::reredact::redact(app, req.apply)
         .await
         .map(Json)
-        .map_err(|e| {
-            ApiError::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                code::INTERNAL,
-                format!("redaction failed: {e}"),
-            )
-        })
+        .map_err(|e| ApiError::internal("redaction", e))
 }
 
 async fn not_found() -> ApiError {
@@ -348,13 +354,7 @@ async fn record_batch(
         (prepared, reply)
     })
     .await
-    .map_err(|e| {
-        ApiError::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            code::INTERNAL,
-            e.to_string(),
-        )
-    })?;
+    .map_err(|e| ApiError::internal("preparing the batch", e))?;
     let mut pending = Vec::with_capacity(prepared.len());
     for p in prepared {
         pending.push(app.writer.enqueue_with_session(p).await?);
@@ -387,17 +387,12 @@ async fn record(
 ) -> Result<Json<RecordReply>, ApiError> {
     let raw = raw_event(&headers, body)?;
     let harness = raw.harness;
-    // Off the async workers: preparing may read the transcript the payload names.
+    // Off the async workers: preparing looks up the project's git root on disk and reads the
+    // transcript, and a slow file system must not stall other requests.
     let prep_app = app.clone();
     let prepared = tokio::task::spawn_blocking(move || prep_app.ingest.prepare(&raw))
         .await
-        .map_err(|e| {
-            ApiError::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                code::INTERNAL,
-                e.to_string(),
-            )
-        })?
+        .map_err(|e| ApiError::internal("preparing the event", e))?
         .map_err(|e| {
             crate::stats::Stats::add(&app.stats.rejected, 1);
             ApiError::new(
@@ -457,6 +452,6 @@ async fn health(State(app): State<Arc<App>>) -> Json<wire::Health> {
 async fn status(State(app): State<Arc<App>>) -> Result<Json<wire::Status>, ApiError> {
     let s = crate::app::status(&app)
         .await
-        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, code::INTERNAL, e))?;
+        .map_err(|e| ApiError::internal("the status report", e))?;
     Ok(Json(s))
 }

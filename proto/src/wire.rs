@@ -124,6 +124,8 @@ pub mod code {
     pub const SHUTTING_DOWN: &str = "shutting_down";
     pub const STORE_FAILED: &str = "store_failed";
     pub const INTERNAL: &str = "internal";
+    /// A query spent its time budget (`[limits] query_timeout_ms`) and was stopped.
+    pub const QUERY_TIMEOUT: &str = "query_timeout";
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

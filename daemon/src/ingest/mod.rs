@@ -5,6 +5,7 @@
 //! ([`SessionEffect`]). Adding a tool is one file under `tools/` plus its fixture test; adding a
 //! harness is one file under `harness/`.
 
+mod bounds;
 mod harness;
 mod lifecycle;
 pub mod project;
@@ -161,6 +162,8 @@ pub enum PrepareError {
     /// The receive time is outside what nmem stores (`nmem_proto::time::check_stored_ms`).
     #[error("received-at: {0}")]
     BadTime(String),
+    #[error("{0}")]
+    TooLong(String),
 }
 
 impl Ingest {
@@ -175,6 +178,7 @@ impl Ingest {
             return Ok(None);
         };
         let obj = value.as_object().expect("envelope checked it is an object");
+        bounds::check_cwd(env.cwd).map_err(PrepareError::TooLong)?;
         let project = self.projects.resolve(env.cwd);
         if self.excluded.contains(&project.name) {
             return Ok(None);
@@ -225,6 +229,8 @@ impl Ingest {
             redactions: 0,
         };
         let fully_private = !self.redactor.apply(&mut prepared);
+        // After redaction, so a cut never leaves part of a secret the patterns no longer match.
+        bounds::cap(&mut prepared);
         if self.in_private_turn(&prepared, fully_private) {
             // Keep nothing of the turn, but move past its reasoning in the transcript.
             prepared.record = Record::Nothing;

@@ -43,7 +43,8 @@ impl ProjectResolver {
         }
         let p = Arc::new(self.lookup(cwd));
         let mut cache = self.cache.lock().unwrap();
-        if cache.len() > 4096 {
+        // Bounded: keys are at most a path long (`ingest::bounds`), so at most ~4 MB.
+        if cache.len() > 1024 {
             cache.clear();
         }
         cache.insert(cwd.to_string(), p.clone());

@@ -15,6 +15,12 @@ pub async fn save(app: &App, req: SaveRequest) -> Result<Saved, QueryError> {
             "`text` must not be empty: say what to remember".into(),
         ));
     }
+    use super::bounds::{check_len, check_scope, MAX_MEMORY, MAX_TITLE};
+    check_len("text", text, MAX_MEMORY)?;
+    if let Some(t) = &req.title {
+        check_len("title", t, MAX_TITLE)?;
+    }
+    check_scope(&req.project, &req.cwd)?;
     let project = match project_of(app, &req.project, &req.cwd) {
         Some(name) => match &req.cwd {
             Some(cwd) if app.ingest.projects.resolve(cwd).name == name => {
@@ -79,11 +85,10 @@ pub async fn save(app: &App, req: SaveRequest) -> Result<Saved, QueryError> {
         redactions: 0,
     };
     app.ingest.redactor.apply(&mut prepared);
-    let applied = app
-        .writer
-        .submit(prepared)
-        .await
-        .map_err(|e| QueryError::Read(e.to_string()))?;
+    let applied = app.writer.submit(prepared).await.map_err(|e| match e {
+        crate::store::writer::WriteError::Closed => QueryError::Unavailable(e.to_string()),
+        e => QueryError::Read(e.to_string()),
+    })?;
     let id = applied
         .id
         .ok_or_else(|| QueryError::Read("the memory was not stored".into()))?;

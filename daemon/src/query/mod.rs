@@ -2,6 +2,7 @@
 //! `recent_context`, and `save_memory`. Every query is a bounded, indexed read on a read-only
 //! connection; only `save_memory` goes through the writer.
 
+pub mod bounds;
 mod fts_query;
 mod memory;
 mod recent;
@@ -27,13 +28,25 @@ pub enum QueryError {
     BadFts(String),
     #[error("{0}")]
     NotFound(String),
+    /// An internal failure: the detail is logged, never sent (it may hold SQL or paths).
     #[error("{0}")]
     Read(String),
+    /// The query spent its time budget and was interrupted.
+    #[error("{0}")]
+    TimedOut(String),
+    /// The daemon is stopping, or the client left.
+    #[error("{0}")]
+    Unavailable(String),
 }
 
 impl From<crate::store::readers::ReadError> for QueryError {
     fn from(e: crate::store::readers::ReadError) -> Self {
-        QueryError::Read(e.to_string())
+        use crate::store::readers::ReadError;
+        match e {
+            ReadError::TimedOut(_) => QueryError::TimedOut(e.to_string()),
+            ReadError::Stopping | ReadError::Cancelled => QueryError::Unavailable(e.to_string()),
+            _ => QueryError::Read(e.to_string()),
+        }
     }
 }
 

@@ -7,6 +7,8 @@ use nmem_proto::query::{Observation, RecentRequest};
 use std::collections::HashSet;
 
 pub async fn recent(app: &App, req: RecentRequest) -> Result<Vec<Observation>, QueryError> {
+    super::bounds::check_scope(&req.project, &req.cwd)?;
+    super::bounds::check_format(&req.format)?;
     let project = project_of(app, &req.project, &req.cwd);
     let limit = clamp(req.limit, 30, 100) as usize;
     let rows = app

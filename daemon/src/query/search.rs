@@ -58,6 +58,13 @@ pub async fn search(app: &App, req: SearchRequest) -> Result<SearchReply, QueryE
             MAX_QUERY_BYTES / 1024
         )));
     }
+    super::bounds::check_scope(&req.project, &req.cwd)?;
+    super::bounds::check_format(&req.format)?;
+    let types = req.obs_type.map(|t| t.into_vec()).unwrap_or_default();
+    let files = req.files.map(|f| f.into_vec()).unwrap_or_default();
+    use super::bounds::{check_list, MAX_FILES, MAX_NAME, MAX_PATH, MAX_TYPES};
+    check_list("obs_type", &types, MAX_TYPES, MAX_NAME)?;
+    check_list("files", &files, MAX_FILES, MAX_PATH)?;
     let lex = fts_query::plan(&text);
     let mut notes = Vec::new();
     let availability = app.semantic.availability();
@@ -94,8 +101,8 @@ pub async fn search(app: &App, req: SearchRequest) -> Result<SearchReply, QueryE
         semantic: app.semantic.clone(),
         cfg: app.config.search.clone(),
         project: project_of(app, &req.project, &req.cwd),
-        types: req.obs_type.map(|t| t.into_vec()).unwrap_or_default(),
-        files: req.files.map(|f| f.into_vec()).unwrap_or_default(),
+        types,
+        files,
         from: req
             .date_start
             .as_ref()

@@ -37,6 +37,11 @@ pub async fn get(app: &App, req: GetRequest) -> Result<Vec<Observation>, QueryEr
 }
 
 pub async fn timeline(app: &App, req: TimelineRequest) -> Result<Timeline, QueryError> {
+    super::bounds::check_scope(&req.project, &req.cwd)?;
+    super::bounds::check_format(&req.format)?;
+    if let Some(q) = &req.query {
+        super::bounds::check_len("query", q, super::fts_query::MAX_QUERY_BYTES)?;
+    }
     let anchor = match (
         req.anchor,
         req.query

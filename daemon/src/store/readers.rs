@@ -1,16 +1,28 @@
 //! A small pool of read-only connections. Queries run on tokio's blocking threads, so a slow one
 //! never stalls the socket or the writer.
+//!
+//! Every query runs under SQLite's progress handler, which interrupts it when its time budget
+//! (`[limits] query_timeout_ms`) is spent, when the request that asked for it is dropped (its
+//! client went away: the async future's guard raises a flag), or when the daemon is stopping
+//! ([`Readers::interrupt_all`]). The handler is checked every few thousand VM instructions, so
+//! a query is never beyond reach, whatever its shape.
 
 use rusqlite::Connection;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 const KEEP: usize = 4;
+/// VM instructions between two checks of the budget (well under a millisecond).
+const CHECK_EVERY: i32 = 4000;
 
 #[derive(Clone)]
 pub struct Readers {
     path: PathBuf,
     pool: Arc<Mutex<Vec<Connection>>>,
+    budget: Duration,
+    stopping: Arc<AtomicBool>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -19,14 +31,41 @@ pub enum ReadError {
     Sqlite(#[from] rusqlite::Error),
     #[error("query task failed: {0}")]
     Join(String),
+    #[error("the query took longer than its {} ms budget (`[limits] query_timeout_ms`) and was stopped: narrow it (a project, a type, a date range, fewer words)", .0.as_millis())]
+    TimedOut(Duration),
+    #[error("nmemd is shutting down; retry once it is back")]
+    Stopping,
+    #[error("the query was cancelled: its client went away")]
+    Cancelled,
+}
+
+/// Raises the cancel flag when the request's future is dropped before the query ended.
+struct CancelOnDrop(Arc<AtomicBool>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
 }
 
 impl Readers {
+    /// Readers with the default 2 s budget.
     pub fn new(path: PathBuf) -> Readers {
+        Readers::with_budget(path, Duration::from_secs(2))
+    }
+
+    pub fn with_budget(path: PathBuf, budget: Duration) -> Readers {
         Readers {
             path,
             pool: Arc::new(Mutex::new(Vec::new())),
+            budget,
+            stopping: Arc::new(AtomicBool::new(false)),
         }
+    }
+
+    /// Interrupt every running query, and every later one: the daemon is stopping.
+    pub fn interrupt_all(&self) {
+        self.stopping.store(true, Ordering::Relaxed);
     }
 
     /// Run `f` on a read-only connection, off the async threads.
@@ -36,7 +75,9 @@ impl Readers {
         F: FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static,
     {
         let this = self.clone();
-        tokio::task::spawn_blocking(move || this.run_blocking(f))
+        let cancel = Arc::new(AtomicBool::new(false));
+        let _guard = CancelOnDrop(cancel.clone());
+        tokio::task::spawn_blocking(move || this.run_cancellable(f, cancel))
             .await
             .map_err(|e| ReadError::Join(e.to_string()))?
     }
@@ -50,15 +91,20 @@ impl Readers {
         F: FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static,
     {
         let path = self.path.clone();
+        let this = self.clone();
+        let cancel = Arc::new(AtomicBool::new(false));
+        let _guard = CancelOnDrop(cancel.clone());
         tokio::task::spawn_blocking(move || {
             let conn = super::schema::open_reader(&path)?;
             conn.execute_batch("PRAGMA cache_size = -1024;")?;
-            Ok(f(&conn)?)
+            this.bounded(&conn, f, cancel, true)
         })
         .await
         .map_err(|e| ReadError::Join(e.to_string()))?
     }
 
+    /// On the calling thread, for ingest's own lookups: bounded by the budget, but not refused
+    /// while stopping (the spool drain and queued events still need them).
     pub fn run_blocking<T>(
         &self,
         f: impl FnOnce(&Connection) -> rusqlite::Result<T>,
@@ -68,11 +114,168 @@ impl Readers {
             Some(c) => c,
             None => super::schema::open_reader(&self.path)?,
         };
-        let out = f(&conn);
+        let out = self.bounded(&conn, f, Arc::new(AtomicBool::new(false)), false);
         let mut pool = self.pool.lock().unwrap();
         if pool.len() < KEEP {
             pool.push(conn);
         }
-        Ok(out?)
+        out
+    }
+
+    fn run_cancellable<T>(
+        &self,
+        f: impl FnOnce(&Connection) -> rusqlite::Result<T>,
+        cancel: Arc<AtomicBool>,
+    ) -> Result<T, ReadError> {
+        let conn = self.pool.lock().unwrap().pop();
+        let conn = match conn {
+            Some(c) => c,
+            None => super::schema::open_reader(&self.path)?,
+        };
+        let out = self.bounded(&conn, f, cancel, true);
+        let mut pool = self.pool.lock().unwrap();
+        if pool.len() < KEEP {
+            pool.push(conn);
+        }
+        out
+    }
+
+    /// `f` under the progress handler (see the module doc), and why it was stopped if it was.
+    fn bounded<T>(
+        &self,
+        conn: &Connection,
+        f: impl FnOnce(&Connection) -> rusqlite::Result<T>,
+        cancel: Arc<AtomicBool>,
+        stoppable: bool,
+    ) -> Result<T, ReadError> {
+        if stoppable && self.stopping.load(Ordering::Relaxed) {
+            return Err(ReadError::Stopping);
+        }
+        let deadline = Instant::now() + self.budget;
+        let stopping = if stoppable {
+            self.stopping.clone()
+        } else {
+            Arc::new(AtomicBool::new(false))
+        };
+        let flag = cancel.clone();
+        conn.progress_handler(
+            CHECK_EVERY,
+            Some(move || {
+                flag.load(Ordering::Relaxed)
+                    || stopping.load(Ordering::Relaxed)
+                    || Instant::now() >= deadline
+            }),
+        );
+        let out = f(conn);
+        conn.progress_handler(0, None::<fn() -> bool>);
+        match out {
+            Ok(v) => Ok(v),
+            Err(e) if e.sqlite_error_code() == Some(rusqlite::ErrorCode::OperationInterrupted) => {
+                Err(if cancel.load(Ordering::Relaxed) {
+                    ReadError::Cancelled
+                } else if stoppable && self.stopping.load(Ordering::Relaxed) {
+                    ReadError::Stopping
+                } else {
+                    ReadError::TimedOut(self.budget)
+                })
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A query that never ends by itself: counting without bound.
+    const ENDLESS: &str =
+        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n) SELECT COUNT(*) FROM n";
+
+    fn readers(tag: &str, budget: Duration) -> (Readers, PathBuf) {
+        let dir = std::env::temp_dir().join(format!("nmem-readers-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let db = dir.join("nmem.db");
+        drop(crate::store::schema::open_writer(&db).unwrap());
+        (Readers::with_budget(db, budget), dir)
+    }
+
+    fn endless(c: &Connection) -> rusqlite::Result<i64> {
+        c.query_row(ENDLESS, [], |r| r.get(0))
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_query_past_its_budget_is_stopped() {
+        let (r, dir) = readers("budget", Duration::from_millis(100));
+        // The deadline detects a hang; it is far above the budget.
+        let res = tokio::time::timeout(Duration::from_secs(30), r.run(endless))
+            .await
+            .expect("the query was not stopped");
+        assert!(matches!(res, Err(ReadError::TimedOut(_))), "{res:?}");
+        // The connection is usable afterwards (back in the pool, handler removed).
+        let one = r.run(|c| c.query_row("SELECT 1", [], |r| r.get::<_, i64>(0)));
+        assert_eq!(one.await.unwrap(), 1);
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_query_whose_client_left_is_stopped() {
+        let (r, dir) = readers("cancel", Duration::from_secs(3600));
+        let started = Arc::new(AtomicBool::new(false));
+        let ended = Arc::new(AtomicBool::new(false));
+        let (s, e) = (started.clone(), ended.clone());
+        let task = tokio::spawn({
+            let r = r.clone();
+            async move {
+                r.run(move |c| {
+                    s.store(true, Ordering::SeqCst);
+                    let out = endless(c);
+                    e.store(true, Ordering::SeqCst);
+                    out
+                })
+                .await
+            }
+        });
+        wait(&started).await;
+        task.abort(); // the client went away: its future is dropped
+        wait(&ended).await;
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn stopping_interrupts_running_queries_and_refuses_new_ones() {
+        let (r, dir) = readers("stop", Duration::from_secs(3600));
+        let started = Arc::new(AtomicBool::new(false));
+        let s = started.clone();
+        let task = tokio::spawn({
+            let r = r.clone();
+            async move {
+                r.run(move |c| {
+                    s.store(true, Ordering::SeqCst);
+                    endless(c)
+                })
+                .await
+            }
+        });
+        wait(&started).await;
+        r.interrupt_all();
+        let res = tokio::time::timeout(Duration::from_secs(30), task)
+            .await
+            .expect("the query was not interrupted")
+            .unwrap();
+        assert!(matches!(res, Err(ReadError::Stopping)), "{res:?}");
+        let later = r.run(|c| c.query_row("SELECT 1", [], |r| r.get::<_, i64>(0)));
+        assert!(matches!(later.await, Err(ReadError::Stopping)));
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    /// Poll a flag with a deadline far above what it should take.
+    async fn wait(flag: &AtomicBool) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !flag.load(Ordering::SeqCst) {
+            assert!(Instant::now() < deadline, "timed out");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
     }
 }

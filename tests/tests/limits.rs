@@ -1,0 +1,300 @@
+//! Connections, bodies and queries under bounds (issue 13, items 7 to 10), against the real
+//! daemon: idle connections cannot starve hooks, bodies that never end are dropped, many large
+//! bodies at once do not add up in memory, shutdown always exits, and oversized requests get a
+//! clear 400 without SQL or paths in it.
+
+use nmem_e2e::{bash_event, wait_until, Home};
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::CommandExt;
+use std::time::{Duration, Instant};
+
+/// Raise this process's soft descriptor limit to `want` (or the hard limit): the test opens more
+/// connections than the default 1,024.
+fn raise_own_fd_limit(want: u64) -> bool {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    unsafe {
+        libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim);
+        if lim.rlim_cur < want && lim.rlim_max >= want {
+            lim.rlim_cur = want;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        }
+        libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim);
+    }
+    lim.rlim_cur >= want
+}
+
+/// Start nmemd with both descriptor limits at `n` (a common default), so the test stays cheap.
+fn start_with_fd_limit(home: &Home, n: u64) -> nmem_e2e::Daemon {
+    home.start_with(move |cmd| unsafe {
+        cmd.pre_exec(move || {
+            let lim = libc::rlimit {
+                rlim_cur: n,
+                rlim_max: n,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    })
+}
+
+fn write_config(home: &Home, toml: &str) {
+    std::fs::write(&home.paths.config, toml).unwrap();
+}
+
+/// Read until the peer closes or `deadline` passes; what was read, and whether it closed.
+fn read_until_closed(s: &mut UnixStream, deadline: Duration) -> (String, bool) {
+    let end = Instant::now() + deadline;
+    let mut out = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let left = end.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return (String::from_utf8_lossy(&out).into(), false);
+        }
+        s.set_read_timeout(Some(left)).unwrap();
+        match s.read(&mut buf) {
+            Ok(0) => return (String::from_utf8_lossy(&out).into(), true),
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {
+                return (String::from_utf8_lossy(&out).into(), true)
+            }
+            Err(_) => return (String::from_utf8_lossy(&out).into(), false),
+        }
+    }
+}
+
+#[test]
+fn hooks_are_stored_directly_while_1100_idle_connections_are_open() {
+    if !raise_own_fd_limit(4096) {
+        nmem_e2e::skip_unless_required("cannot raise this process's descriptor limit to 4,096");
+        return;
+    }
+    let home = Home::new("idle");
+    // Long enough that no connection times out during the test: only the cap closes them.
+    write_config(&home, "[limits]\nheader_timeout_secs = 600\n");
+    let daemon = start_with_fd_limit(&home, 1024);
+    let mut idle = Vec::new();
+    for _ in 0..1100 {
+        idle.push(UnixStream::connect(&home.paths.socket).expect("connect"));
+    }
+    // Hooks with a generous deadline: before the fix they waited it out and spooled.
+    for n in 0..10 {
+        let out = home.record_with("claude-code", &bash_event("idle", n), |c| {
+            c.env("NMEM_TIMEOUT_MS", "10000");
+        });
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    assert_eq!(home.spool_files(), 0, "hooks spooled instead of being served");
+    assert_eq!(
+        home.count("SELECT COUNT(*) FROM observations WHERE session_id = 'idle'"),
+        10
+    );
+    assert!(daemon.healthy(), "/v1/health does not answer");
+    // The oldest idle connections were the ones closed.
+    let (_, closed) = read_until_closed(&mut idle[0], Duration::from_secs(10));
+    assert!(closed, "the oldest idle connection was kept open");
+    let mut newest = idle.pop().unwrap();
+    newest.set_nonblocking(true).unwrap();
+    let mut b = [0u8; 1];
+    assert!(
+        matches!(newest.read(&mut b), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+        "the newest idle connection was closed before older ones"
+    );
+}
+
+#[test]
+fn bodies_and_heads_that_never_end_are_dropped_after_the_timeout() {
+    let home = Home::new("stall");
+    write_config(
+        &home,
+        "[limits]\nheader_timeout_secs = 1\nbody_timeout_secs = 1\n",
+    );
+    let _daemon = home.start();
+    let stalls: [&[u8]; 3] = [
+        // content-length larger than what is sent
+        b"POST /v1/events HTTP/1.1\r\nhost: nmemd\r\ncontent-length: 1000\r\n\r\n{\"session_id\"",
+        // chunked without an end
+        b"POST /v1/search HTTP/1.1\r\nhost: nmemd\r\ntransfer-encoding: chunked\r\n\r\n5\r\n{\"que\r\n",
+        // a head that never ends
+        b"POST /v1/search HTTP/1.1\r\nhost: nmemd\r\n",
+    ];
+    for (i, req) in stalls.iter().enumerate() {
+        let mut s = UnixStream::connect(&home.paths.socket).unwrap();
+        s.write_all(req).unwrap();
+        // The bound is 1 s; the deadline only detects a hang.
+        let (reply, closed) = read_until_closed(&mut s, Duration::from_secs(10));
+        assert!(closed, "stall {i}: the connection is still open: {reply:?}");
+        if i < 2 {
+            assert!(reply.starts_with("HTTP/1.1 408"), "stall {i}: {reply:?}");
+            assert!(reply.contains("body_timeout_secs"), "stall {i}: {reply:?}");
+        }
+    }
+    // An idle connection is closed too.
+    let mut s = UnixStream::connect(&home.paths.socket).unwrap();
+    assert!(read_until_closed(&mut s, Duration::from_secs(10)).1);
+}
+
+#[test]
+fn sigterm_exits_even_with_a_stalled_request_and_releases_the_lock() {
+    let home = Home::new("term");
+    let mut daemon = home.start();
+    let mut s = UnixStream::connect(&home.paths.socket).unwrap();
+    s.write_all(b"POST /v1/events HTTP/1.1\r\nhost: nmemd\r\ncontent-length: 1000\r\n\r\n{")
+        .unwrap();
+    let mut idle = UnixStream::connect(&home.paths.socket).unwrap();
+    idle.write_all(b"GET /v1/health HTTP/1.1\r\nhost: nmemd\r\n\r\n")
+        .unwrap();
+    let mut child = daemon.child.take().unwrap();
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    // Connections get a 5 s grace; the deadline detects a hang (before: forever).
+    let start = Instant::now();
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "nmemd did not exit after SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The lock is free: a new daemon starts on the same database.
+    let again = home.start();
+    assert!(again.healthy());
+}
+
+fn vm_kb(pid: i32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find(|l| l.starts_with(field))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap()
+}
+
+#[test]
+fn many_large_bodies_at_once_do_not_add_up_in_memory() {
+    if !std::path::Path::new("/proc/self/status").exists() {
+        nmem_e2e::skip_unless_required("needs /proc to read the daemon's peak memory");
+        return;
+    }
+    let home = Home::new("inflight");
+    write_config(
+        &home,
+        "[limits]\nmax_body_mb = 16\nmax_bytes_in_flight_mb = 16\n",
+    );
+    let daemon = home.start();
+    let pid = daemon.pid();
+    let before = vm_kb(pid, "VmHWM:");
+    // 8 clients × 15 MB: 120 MB if every body were held at once.
+    let body = vec![b'x'; 15 * 1024 * 1024];
+    let threads: Vec<_> = (0..8)
+        .map(|_| {
+            let socket = home.paths.socket.clone();
+            let body = body.clone();
+            std::thread::spawn(move || {
+                nmem_proto::client::call(
+                    &socket,
+                    "POST",
+                    nmem_proto::wire::PATH_SEARCH,
+                    &[],
+                    &body,
+                    Duration::from_secs(120),
+                )
+                .map(|r| r.status)
+            })
+        })
+        .collect();
+    for t in threads {
+        let status = t.join().unwrap().expect("no reply");
+        assert_eq!(status, 400, "a body that is not JSON is a 400");
+    }
+    let grew_mb = (vm_kb(pid, "VmHWM:") - before) / 1024;
+    // 16 MB in flight, plus its copies while parsing; far under the 120 MB of all at once.
+    assert!(grew_mb < 70, "peak memory grew by {grew_mb} MB");
+    assert!(daemon.healthy());
+}
+
+fn post(home: &Home, path: &str, body: &serde_json::Value) -> (u16, String) {
+    let r = nmem_proto::client::call(
+        &home.paths.socket,
+        "POST",
+        path,
+        &[],
+        body.to_string().as_bytes(),
+        Duration::from_secs(30),
+    )
+    .unwrap();
+    (r.status, String::from_utf8_lossy(&r.body).into_owned())
+}
+
+#[test]
+fn oversized_requests_get_a_clear_400_without_internals() {
+    use nmem_proto::wire::{PATH_MEMORIES, PATH_RECENT, PATH_SEARCH, PATH_TIMELINE};
+    use serde_json::json;
+    let home = Home::new("bounds");
+    let _daemon = home.start();
+    let out = home.record("claude-code", &bash_event("bounds", 1));
+    assert!(out.status.success());
+    let types: Vec<String> = (0..32_766).map(|i| format!("t{i}")).collect();
+    let files: Vec<String> = (0..1_000).map(|i| format!("src/f{i}.rs")).collect();
+    let huge = "word ".repeat(200_000);
+    let long_cwd = format!("/home/dev/{}", "d/".repeat(300_000));
+    let cases = [
+        (PATH_SEARCH, json!({"query": "echo", "obs_type": types}), "obs_type"),
+        (PATH_SEARCH, json!({"query": "echo", "files": files}), "files"),
+        (PATH_SEARCH, json!({"query": huge}), "KB"),
+        (PATH_SEARCH, json!({"query": "echo", "cwd": long_cwd}), "cwd"),
+        (PATH_TIMELINE, json!({"query": huge}), "query"),
+        (PATH_TIMELINE, json!({"anchor": 1, "project": "p".repeat(10_000)}), "project"),
+        (PATH_RECENT, json!({"cwd": long_cwd}), "cwd"),
+        (PATH_MEMORIES, json!({"text": "m".repeat(10 << 20), "project": "app"}), "text"),
+    ];
+    for (path, body, names) in cases {
+        let start = Instant::now();
+        let (status, reply) = post(&home, path, &body);
+        assert_eq!(status, 400, "{path} {names}: {reply}");
+        assert!(reply.contains(names), "{path}: the reply does not name `{names}`: {reply}");
+        for internal in ["SELECT", "sqlite", "Expression tree", "nmem.db", "/tmp/"] {
+            assert!(!reply.contains(internal), "{path}: internals in {reply}");
+        }
+        // Refused before any SQL: far within the deadline that detects a hang.
+        assert!(start.elapsed() < Duration::from_secs(30));
+    }
+    // Nothing was saved by the refused memory.
+    assert_eq!(
+        home.count("SELECT COUNT(*) FROM observations WHERE obs_type = 'memory'"),
+        0
+    );
+}
+
+#[test]
+fn a_hook_with_a_megabyte_cwd_is_refused_and_search_stays_fast() {
+    let home = Home::new("cwd");
+    let _daemon = home.start();
+    let mut event: serde_json::Value = serde_json::from_slice(&bash_event("cwd", 1)).unwrap();
+    // 900 KB: under the 1 MiB past which the hook elides long strings.
+    event["cwd"] = format!("/home/dev/{}", "d/".repeat(450_000)).into();
+    let out = home.record_with("claude-code", event.to_string().as_bytes(), |c| {
+        c.env("NMEM_TIMEOUT_MS", "30000");
+    });
+    assert_eq!(out.status.code(), Some(1), "a 1 MB cwd is malformed");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("cwd"), "{err}");
+    assert_eq!(home.count("SELECT COUNT(*) FROM observations"), 0);
+    assert_eq!(home.spool_files(), 0);
+    wait_until("the daemon to answer", Duration::from_secs(10), || {
+        post(&home, nmem_proto::wire::PATH_RECENT, &serde_json::json!({"project": null})).0 == 200
+    });
+}
