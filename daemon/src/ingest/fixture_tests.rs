@@ -161,7 +161,8 @@ const TABLE: &[(&str, Harness, &str, &str)] = &[
         "after_agent_response.json",
         "turn_end",
     ),
-    ("cursor", Harness::Cursor, "stop.json", "turn_end"),
+    // A status without a message: counted on the session, no row.
+    ("cursor", Harness::Cursor, "stop.json", ""),
     (
         "cursor",
         Harness::Cursor,

@@ -75,6 +75,7 @@ fn gemini<'a>(cx: &Cx<'a>) -> Option<ToolCall<'a>> {
         "google_web_search" => "WebSearch",
         "web_fetch" => "WebFetch",
         "write_todos" => "TodoWrite",
+        "delegate_to_agent" => "Agent",
         other => other,
     }
     .to_string();
@@ -146,12 +147,22 @@ fn cursor<'a>(cx: &Cx<'a>) -> Option<ToolCall<'a>> {
             (format!("mcp__cursor__{tool}"), Cow::Owned(input), None)
         }
         "postToolUse" => {
-            let name = match cx.str("tool_name")? {
-                "Shell" | "run_terminal_cmd" => "Bash",
-                "read_file" => "Read",
-                "edit_file" | "search_replace" => "Edit",
-                "grep_search" | "codebase_search" => "Grep",
-                other => other,
+            let raw = cx.str("tool_name")?;
+            let name = match raw {
+                "Shell" | "run_terminal_cmd" => "Bash".to_string(),
+                "read_file" => "Read".to_string(),
+                "write" | "create_file" => "Write".to_string(),
+                "edit_file" | "search_replace" | "StrReplace" => "Edit".to_string(),
+                "grep_search" | "codebase_search" => "Grep".to_string(),
+                "file_search" | "glob_file_search" => "Glob".to_string(),
+                "list_dir" => "LS".to_string(),
+                "web_search" => "WebSearch".to_string(),
+                "todo_write" => "TodoWrite".to_string(),
+                // `MCP:server:tool` is an MCP call like any other.
+                other => match other.strip_prefix("MCP:").and_then(|r| r.split_once(':')) {
+                    Some((server, tool)) => format!("mcp__{server}__{tool}"),
+                    None => other.to_string(),
+                },
             };
             let output = cx.obj.get("tool_output");
             let response =
@@ -161,7 +172,14 @@ fn cursor<'a>(cx: &Cx<'a>) -> Option<ToolCall<'a>> {
                         None => Cow::Borrowed(o),
                     },
                 );
-            (name.into(), borrowed(cx.obj.get("tool_input")), response)
+            // Cursor sends `tool_input` as a JSON string on some builds.
+            let input = match cx.obj.get("tool_input") {
+                Some(Value::String(t)) => serde_json::from_str(t)
+                    .map(Cow::Owned)
+                    .unwrap_or_else(|_| borrowed(cx.obj.get("tool_input"))),
+                other => borrowed(other),
+            };
+            (name, input, response)
         }
         _ => return None,
     };
