@@ -105,8 +105,13 @@ fn gemini<'a>(cx: &Cx<'a>) -> Option<ToolCall<'a>> {
             .unwrap_or_else(|| err.to_string());
         failure = Some((msg, None));
     }
+    if let Some((err, _)) = &mut failure {
+        if name == "Bash" {
+            *err = gemini_shell_output(err);
+        }
+    }
     let response = match (&llm_text, name.as_str()) {
-        (Some(t), "Bash") => Some(Cow::Owned(json!({ "stdout": t }))),
+        (Some(t), "Bash") => Some(Cow::Owned(json!({ "stdout": gemini_shell_output(t) }))),
         (Some(t), _) => Some(Cow::Owned(json!(t))),
         (None, _) => response.map(Cow::Borrowed),
     };
@@ -117,6 +122,45 @@ fn gemini<'a>(cx: &Cx<'a>) -> Option<ToolCall<'a>> {
         tool_use_id: None,
         failure,
     })
+}
+
+/// The output of Gemini's shell tool without its report around it (`Command:`, `Directory:`,
+/// `Exit Code:`, `Signal:`, `Background PIDs:`, `Process Group PGID:`), which would otherwise be
+/// taken for the command's last lines; an `Error:` other than `(none)` is kept.
+fn gemini_shell_output(text: &str) -> String {
+    const AFTER: &[&str] = &[
+        "Error:",
+        "Exit Code:",
+        "Signal:",
+        "Background PIDs:",
+        "Process Group PGID:",
+    ];
+    let mut lines = text.lines();
+    let Some(first) = lines.by_ref().find_map(|l| l.strip_prefix("Output:")) else {
+        return text.to_string();
+    };
+    let mut out = vec![first.trim_start()];
+    let mut error = None;
+    for l in lines.by_ref() {
+        if AFTER.iter().any(|a| l.starts_with(a)) {
+            if let Some(e) = l.strip_prefix("Error:").map(str::trim) {
+                error = (e != "(none)" && !e.is_empty()).then_some(l);
+            }
+            break;
+        }
+        out.push(l);
+    }
+    for l in lines {
+        if let Some(e) = l.strip_prefix("Error:").map(str::trim) {
+            if e != "(none)" && !e.is_empty() {
+                error = Some(l);
+            }
+        }
+    }
+    if let Some(e) = error {
+        out.push(e);
+    }
+    out.join("\n")
 }
 
 /// Cursor: one event per kind of action, plus a generic postToolUse.
@@ -226,5 +270,17 @@ mod tests {
         );
         assert_eq!(super::codex_exit_code("Exit code: 0\nOutput:\nok"), Some(0));
         assert_eq!(super::codex_exit_code("src/a.rs:1: Exit code: 3"), None);
+    }
+
+    #[test]
+    fn gemini_shell_report_is_not_output() {
+        let t = "Command: npm test\nDirectory: (root)\nOutput: first\n Tests  13 passed (13)\nError: (none)\nExit Code: 0\nSignal: (none)\nBackground PIDs: (none)\nProcess Group PGID: 48213";
+        assert_eq!(
+            super::gemini_shell_output(t),
+            "first\n Tests  13 passed (13)"
+        );
+        let t = "Command: x\nOutput: boom\nError: spawn ENOENT\nExit Code: 127";
+        assert_eq!(super::gemini_shell_output(t), "boom\nError: spawn ENOENT");
+        assert_eq!(super::gemini_shell_output("plain"), "plain");
     }
 }

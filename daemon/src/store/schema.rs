@@ -13,6 +13,10 @@ const MIGRATION_SQL: &[&str] = &[
     include_str!("../../../migrations/005_hybrid_retrieval.sql"),
 ];
 
+/// The migrations before 006, for tests that build a database as older versions wrote it.
+#[cfg(test)]
+pub(crate) const OLD_MIGRATION_SQL: &[&str] = MIGRATION_SQL;
+
 /// Migration 006: its SQL, then a Rust step for the data (`store::upgrade`).
 const FIDELITY_SQL: &str = include_str!("../../../migrations/006_fidelity.sql");
 

@@ -140,6 +140,114 @@ fn register(conn: &Connection) -> rusqlite::Result<()> {
     Ok(())
 }
 
+#[cfg(test)]
+mod tests {
+    use super::super::schema;
+    use rusqlite::Connection;
+    use rusqlite_migration::{Migrations, M};
+
+    /// A database as nmem wrote it before this migration: schema 5, rows of each kind the
+    /// upgrade must change, indexed.
+    fn old_database(path: &std::path::Path) {
+        let mut c = Connection::open(path).unwrap();
+        super::super::terms::register(&c).unwrap();
+        Migrations::new(schema::OLD_MIGRATION_SQL.iter().map(|s| M::up(s)).collect())
+            .to_latest(&mut c)
+            .unwrap();
+        let esc = '\u{1b}';
+        c.execute_batch(&format!(
+            "INSERT INTO sessions (id, harness, project, started_at) VALUES ('s1', 'claude-code', 'acme-api', 1), ('s2', 'cursor', 'acme-api', 1);
+             INSERT INTO observations (session_id, timestamp, obs_type, source_event, content, metadata, project, harness, event_id) VALUES
+               ('s1', 10, 'command_error', 'PostToolUseFailure', 'git push --force origin main
+The user doesn''t want to proceed with this tool use. The tool use was rejected', NULL, 'acme-api', 'claude-code', 'e1'),
+               ('s1', 20, 'command_error', 'PostToolUseFailure', 'cargo build
+{esc}[91merror[E0308]{esc}[0m: mismatched types', '{{\"output\":\"\\u001b[91merror\\u001b[0m: mismatched\"}}', 'acme-api', 'claude-code', 'e2'),
+               ('s1', 30, 'turn_end', 'Stop', 'turn ended', NULL, 'acme-api', 'claude-code', 'e3'),
+               ('s1', 31, 'turn_end', 'Stop', 'Decision: skip the cursor row', NULL, 'acme-api', 'claude-code', 'e4'),
+               ('s1', 32, 'subagent_end', 'SubagentStop', 'subagent  finished', NULL, 'acme-api', 'claude-code', 'e5'),
+               ('s1', 33, 'subagent_end', 'SubagentStop', 'subagent Explore finished', NULL, 'acme-api', 'claude-code', 'e6'),
+               ('s1', 40, 'compaction', 'PreCompact', 'compaction (auto)', NULL, 'acme-api', 'claude-code', 'e7'),
+               ('s1', 41, 'session_compact', 'SessionStart', 'compact', NULL, 'acme-api', 'claude-code', 'e8'),
+               ('s1', 50, 'session_compact', 'SessionStart', 'compact', NULL, 'acme-api', 'claude-code', 'e9'),
+               ('s2', 60, 'turn_end', 'stop', 'completed', NULL, 'acme-api', 'cursor', 'e10'),
+               ('s1', 70, 'command_error', 'PostToolUseFailure', 'npm test
+FAIL src/a.test.ts', NULL, 'acme-api', 'claude-code', 'e11');
+             INSERT INTO prompts (session_id, timestamp, source, content, project, harness, event_id) VALUES
+               ('s1', 5, 'user', 'why is it {esc}[1mbold{esc}[0m', 'acme-api', 'claude-code', 'p1');"
+        ))
+        .unwrap();
+        super::super::fts::index_all(&mut c).unwrap();
+    }
+
+    #[test]
+    fn an_old_database_is_upgraded_once() {
+        let dir = std::env::temp_dir().join(format!("nmem-upgrade-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let db = dir.join("nmem.db");
+        old_database(&db);
+        let c = schema::open_writer(&db).unwrap();
+        let types: Vec<(String, String)> = c
+            .prepare("SELECT event_id, obs_type FROM observations ORDER BY id")
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        let want: Vec<(String, String)> = [
+            ("e1", "tool_rejected"),
+            ("e2", "command_error"),
+            ("e4", "turn_end"),
+            ("e7", "compaction"),
+            ("e9", "session_compact"),
+            ("e11", "command_error"),
+        ]
+        .iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect();
+        assert_eq!(types, want);
+        let (content, meta): (String, String) = c
+            .query_row(
+                "SELECT content, metadata FROM observations WHERE event_id = 'e2'",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        assert_eq!(content, "cargo build\nerror[E0308]: mismatched types");
+        assert_eq!(meta, r#"{"output":"error: mismatched"}"#);
+        let prompt: String = c
+            .query_row("SELECT content FROM prompts", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(prompt, "why is it bold");
+        assert_eq!(super::counters(&c, "s1"), (2, 2));
+        assert_eq!(super::counters(&c, "s2"), (1, 0));
+        // The full-text index holds the new text, and nothing of the rows that went.
+        let fts = |q: &str| -> i64 {
+            c.query_row(
+                "SELECT COUNT(*) FROM observations_fts WHERE observations_fts MATCH ?1",
+                [q],
+                |r| r.get(0),
+            )
+            .unwrap()
+        };
+        assert_eq!(fts("mismatched"), 1);
+        assert_eq!(fts("\"91merror\""), 0);
+        assert_eq!(fts("ended"), 0);
+        assert_eq!(fts("rejected"), 1);
+        drop(c);
+        // Once: opening it again changes nothing.
+        let before = std::fs::read(&db).unwrap().len();
+        let c = schema::open_writer(&db).unwrap();
+        let n: i64 = c
+            .query_row("SELECT COUNT(*) FROM observations", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(n, 6);
+        drop(c);
+        assert!(std::fs::read(&db).unwrap().len() >= before / 2);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
 /// For tests: the per-session counters.
 #[cfg(test)]
 pub fn counters(conn: &Connection, session: &str) -> (i64, i64) {

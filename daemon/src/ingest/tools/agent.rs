@@ -9,14 +9,16 @@ use serde_json::{json, Value};
 pub(super) fn task_spawn(_cx: &Cx, call: &ToolCall) -> Option<Obs> {
     let input = &*call.input;
     let resp = call.response.as_deref();
-    // Codex's `spawn_agent` says `message` (or `task`).
+    // Codex's `spawn_agent` says `message` (or `task`), Gemini's `delegate_to_agent` `objective`.
     let description = str_of(input, "description")
         .or_else(|| str_of(input, "prompt"))
         .or_else(|| str_of(input, "message"))
         .or_else(|| str_of(input, "task"))
+        .or_else(|| str_of(input, "objective"))
         .unwrap_or("subagent");
     let agent_type = str_of(input, "subagent_type")
         .or_else(|| str_of(input, "agent_type"))
+        .or_else(|| str_of(input, "agent_name"))
         .or_else(|| resp.and_then(|r| str_of(r, "agentType")));
     Some(Obs {
         obs_type: "task_spawn",
