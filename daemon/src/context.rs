@@ -349,7 +349,8 @@ fn last_actions(
     };
     let mut stmt = c.prepare_cached(
         "SELECT timestamp, obs_type, content FROM observations
-         WHERE session_id = ?1 AND obs_type NOT LIKE 'session_%' AND obs_type NOT IN ('compaction', 'compact_summary')
+         WHERE session_id = ?1 AND obs_type NOT LIKE 'session_%'
+           AND obs_type NOT IN ('compaction', 'compact_summary', 'turn_end', 'subagent_end', 'api_error')
          ORDER BY timestamp DESC, id DESC LIMIT ?2",
     )?;
     let mut rows: Vec<(i64, String, String)> = stmt

@@ -3,11 +3,21 @@
 //! A `file_read` or `search` of the same target in the same session within the window is
 //! counted, not stored again. Writes, edits, errors, prompts and memories are never deduplicated.
 //! The window runs from the last stored occurrence.
+//!
+//! Echoes are the other repeat: an event without an id of its own (a prompt, a Stop, a
+//! SubagentStop) delivered twice because the same hook is wired twice. Same session, same event,
+//! identical content, received within [`ECHO_WINDOW_MS`]: stored once. A prompt typed again later
+//! is stored again (prompts are otherwise never deduplicated).
 
 use crate::ingest::Obs;
 use std::collections::HashMap;
 
 pub type Key = (String, &'static str, String);
+
+/// The marker type of echo keys (never an observation type).
+const ECHO: &str = "echo";
+/// Two deliveries of one id-less event closer than this are one event.
+pub const ECHO_WINDOW_MS: i64 = 2_000;
 
 pub struct Dedup {
     window_ms: i64,
@@ -33,10 +43,28 @@ impl Dedup {
         }
     }
 
+    /// The echo key of an id-less event: its session, a marker type, and the event name with a
+    /// hash of its content (the content itself could be long).
+    pub fn echo_key(session_id: &str, event_name: &str, content: &str) -> Key {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        content.hash(&mut h);
+        (
+            session_id.to_string(),
+            ECHO,
+            format!("{event_name}:{:016x}", h.finish()),
+        )
+    }
+
     /// Is this a repeat of what is remembered, or of what the current batch already staged?
     pub fn is_repeat(&self, key: &Key, t: i64, staged: &[(Key, i64)]) -> bool {
-        let near = |last: i64| (t - last).abs() < self.window_ms;
-        self.window_ms > 0
+        let window = if key.1 == ECHO {
+            ECHO_WINDOW_MS
+        } else {
+            self.window_ms
+        };
+        let near = |last: i64| (t - last).abs() < window;
+        window > 0
             && (self.seen.get(key).is_some_and(|&last| near(last))
                 || staged.iter().any(|(k, last)| k == key && near(*last)))
     }

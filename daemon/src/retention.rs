@@ -18,6 +18,8 @@ pub fn default_days(obs_type: &str) -> i64 {
         "file_write" | "file_edit" | "compaction" | "compact_summary" => 365,
         t if t.starts_with("session_") => 365,
         "command" | "command_error" | "github" | "tool_error" | "turn_end" => 180,
+        // Declined calls and skills matter while the habits they show are current.
+        "tool_rejected" | "skill" => 90,
         _ => 90,
     }
 }
@@ -449,4 +451,20 @@ pub async fn purge(app: &App, req: PurgeRequest) -> Result<Outcome, String> {
         })
         .await?;
     serde_json::from_str(&json).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod default_tests {
+    use super::default_days;
+
+    #[test]
+    fn every_type_of_the_vocabulary_has_its_age() {
+        for t in nmem_proto::query::OBS_TYPES {
+            assert!(default_days(t) >= 90, "{t}");
+        }
+        assert_eq!(default_days("tool_rejected"), 90);
+        assert_eq!(default_days("skill"), 90);
+        assert_eq!(default_days("command_error"), 180);
+        assert_eq!(default_days("git_commit"), 730);
+    }
 }

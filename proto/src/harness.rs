@@ -156,9 +156,63 @@ impl fmt::Display for Rejection {
 impl std::error::Error for Rejection {}
 
 /// Parse raw payload bytes. Strict: one JSON value, valid UTF-8 everywhere, nesting bounded by
-/// serde_json's recursion limit, nothing after it.
+/// serde_json's recursion limit, nothing after it. One leniency: a lone UTF-16 surrogate escape
+/// (`"\udc9d"`, what JavaScript's `JSON.stringify` writes for a string cut inside an emoji)
+/// becomes U+FFFD instead of refusing the whole event.
 pub fn parse(bytes: &[u8]) -> Result<Value, Rejection> {
-    serde_json::from_slice(bytes).map_err(|e| Rejection::NotJson(e.to_string()))
+    match serde_json::from_slice(bytes) {
+        Ok(v) => Ok(v),
+        // Only payloads serde refused are scanned (the hot path never pays for it), and the
+        // repaired copy must then parse strictly: everything else still fails as before.
+        Err(e) => match replace_lone_surrogates(bytes) {
+            Some(fixed) => serde_json::from_slice(&fixed),
+            None => Err(e),
+        }
+        .map_err(|e| Rejection::NotJson(e.to_string())),
+    }
+}
+
+/// A copy of `bytes` with every unpaired `\uD800`–`\uDFFF` escape inside a JSON string replaced
+/// by `\uFFFD` (same length), or `None` when there is none. Escaped backslashes (`\\udc9d`) and
+/// text outside strings are left alone; a well-formed pair (high then low) is kept.
+pub fn replace_lone_surrogates(bytes: &[u8]) -> Option<Vec<u8>> {
+    fn surrogate_at(b: &[u8], i: usize) -> Option<u16> {
+        // `\u` then four hex digits naming a surrogate.
+        if b.get(i) != Some(&b'\\') || b.get(i + 1) != Some(&b'u') {
+            return None;
+        }
+        let hex = std::str::from_utf8(b.get(i + 2..i + 6)?).ok()?;
+        let v = u16::from_str_radix(hex, 16).ok()?;
+        (0xD800..=0xDFFF).contains(&v).then_some(v)
+    }
+    let mut out: Option<Vec<u8>> = None;
+    let mut in_string = false;
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'"' => in_string = !in_string,
+            b'\\' if in_string => {
+                match surrogate_at(bytes, i) {
+                    Some(0xD800..=0xDBFF)
+                        if surrogate_at(bytes, i + 6).is_some_and(|lo| lo >= 0xDC00) =>
+                    {
+                        i += 12; // a proper pair
+                        continue;
+                    }
+                    Some(_) => {
+                        let o = out.get_or_insert_with(|| bytes.to_vec());
+                        o[i + 2..i + 6].copy_from_slice(b"FFFD");
+                        i += 6;
+                        continue;
+                    }
+                    None => i += 1, // skip the escaped character, whatever it is
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    out
 }
 
 /// Normalise and validate a parsed payload.
@@ -230,6 +284,30 @@ mod tests {
     use super::*;
 
     #[test]
+    fn lone_surrogates_become_replacement_characters() {
+        let cases: &[(&[u8], &str)] = &[
+            (br#"{"a":"x\udc9d"}"#, "x\u{FFFD}"),
+            (br#"{"a":"\ud83d"}"#, "\u{FFFD}"),
+            (br#"{"a":"\ud83d\u0041"}"#, "\u{FFFD}A"),
+            (br#"{"a":"\udc9d\ud83d"}"#, "\u{FFFD}\u{FFFD}"),
+            // A proper pair next to a lone one stays an emoji.
+            (br#"{"a":"\ud83d\ude00\ud83d"}"#, "\u{1F600}\u{FFFD}"),
+            // An escaped backslash is not an escape.
+            (br#"{"a":"\\udc9d"}"#, "\\udc9d"),
+        ];
+        for (bytes, want) in cases {
+            let v =
+                parse(bytes).unwrap_or_else(|e| panic!("{}: {e}", String::from_utf8_lossy(bytes)));
+            assert_eq!(v["a"], *want, "{}", String::from_utf8_lossy(bytes));
+        }
+        assert_eq!(replace_lone_surrogates(br#"{"a":"\\udc9d"}"#), None);
+        assert_eq!(
+            replace_lone_surrogates(br#"{"\udc9d":1}"#).unwrap(),
+            br#"{"\uFFFD":1}"#
+        );
+    }
+
+    #[test]
     fn session_id_charset() {
         assert!(is_safe_session_id("7d3f9a2e-4b1c-4e8a-9f6d-2c5b8e1a0f47"));
         assert!(is_safe_session_id("a"));
@@ -297,6 +375,15 @@ mod tests {
             assert_eq!(envelope(Harness::ClaudeCode, &v).unwrap_err(), *want);
         }
         assert!(matches!(parse(b"{} x"), Err(Rejection::NotJson(_))));
+        // A lone surrogate does not excuse anything else.
+        assert!(matches!(
+            parse(br#"{"a":"\udc9d"} x"#),
+            Err(Rejection::NotJson(_))
+        ));
+        assert!(matches!(
+            parse(b"{\"a\":\"\\udc9d\xff\"}"),
+            Err(Rejection::NotJson(_))
+        ));
         assert!(matches!(parse(b"  "), Err(Rejection::NotJson(_))));
     }
 }

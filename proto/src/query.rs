@@ -292,12 +292,70 @@ pub struct RecentRequest {
     /// Observations to return: default 30, at most 100.
     #[serde(default)]
     pub limit: Option<i64>,
+    /// Also session bookkeeping (starts, turn ends, compactions: [`BOOKKEEPING`]); by default
+    /// only actions are listed (also `include_bookkeeping`).
+    #[serde(
+        default,
+        alias = "include_bookkeeping",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub all: Option<bool>,
     /// `json` (default): the structured result; `text`: one compact line per item.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub format: Option<String>,
     #[serde(default)]
     pub cwd: Option<String>,
 }
+
+/// Every observation type nmem stores (docs/design.md §2 has what each holds).
+pub const OBS_TYPES: &[&str] = &[
+    "session_start",
+    "session_resume",
+    "session_clear",
+    "session_compact",
+    "session_fork",
+    "session_end",
+    "file_read",
+    "file_write",
+    "file_edit",
+    "command",
+    "command_error",
+    "git_commit",
+    "git_push",
+    "github",
+    "tool_error",
+    "tool_rejected",
+    "search",
+    "web_fetch",
+    "web_search",
+    "task_spawn",
+    "plan",
+    "skill",
+    "mcp_call",
+    "compaction",
+    "compact_summary",
+    "turn_end",
+    "subagent_end",
+    "api_error",
+    "memory",
+    "tool_other",
+];
+
+/// The types that record the session's course rather than work done: `recent` and the digest
+/// list them only when asked; search ranks them like any other hit.
+pub const BOOKKEEPING: &[&str] = &[
+    "session_start",
+    "session_resume",
+    "session_clear",
+    "session_compact",
+    "session_fork",
+    "session_end",
+    "compaction",
+    "compact_summary",
+    "turn_end",
+    "subagent_end",
+    "api_error",
+];
 
 #[derive(Debug, Clone, Serialize, Deserialize, Default)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]

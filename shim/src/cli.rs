@@ -177,11 +177,17 @@ pub fn timeline(
     })
 }
 
-pub fn recent(project: Option<Option<String>>, limit: Option<i64>, json: bool) -> ExitCode {
+pub fn recent(
+    project: Option<Option<String>>,
+    limit: Option<i64>,
+    all: bool,
+    json: bool,
+) -> ExitCode {
     let req = RecentRequest {
         format: None,
         project,
         limit,
+        all: all.then_some(true),
         cwd: cwd(),
     };
     finish(

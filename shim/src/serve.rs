@@ -153,7 +153,8 @@ impl Nmem {
 
     #[tool(
         description = "The latest observations of a project (default: current; null: all), \
-        newest first, one per file, backfilled from other projects. limit 30, max 100."
+        newest first, one per file, backfilled from other projects; actions only unless \
+        `all` (session bookkeeping too). limit 30, max 100."
     )]
     async fn recent_context(
         &self,

@@ -7,7 +7,8 @@ use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
 
 /// What each Claude Code fixture must store (tests/fixtures/README.md): an obs_type,
-/// "prompt" for a prompts row, or None for ignored.
+/// "prompt" for a prompts row, [`COUNTED`] for an event that only changes its session (spooled
+/// when the daemon is down, no row), or None for ignored.
 const CLAUDE_CODE: &[(&str, Option<&str>)] = &[
     ("session_start.startup.json", Some("session_start")),
     ("user_prompt_submit.json", Some("prompt")),
@@ -40,12 +41,30 @@ const CLAUDE_CODE: &[(&str, Option<&str>)] = &[
     ("pre_compact.manual.json", Some("compaction")),
     ("post_compact.json", Some("compact_summary")),
     ("session_start.resume.json", Some("session_resume")),
-    ("session_start.compact.json", Some("session_compact")),
+    // After the recorded PreCompact of the same compaction: no second row.
+    ("session_start.compact.json", Some(COUNTED)),
     ("session_end.clear.json", Some("session_end")),
     ("session_start.clear.json", Some("session_clear")),
     ("session_start.fork.json", Some("session_fork")),
     ("session_end.json", Some("session_end")),
+    ("user_prompt_submit.surrogate.json", Some("prompt")),
+    (
+        "post_tool_use_failure.bash.ansi.json",
+        Some("command_error"),
+    ),
+    ("post_tool_use_failure.rejected.json", Some("tool_rejected")),
+    ("post_tool_use_failure.test_run.json", Some("command_error")),
+    ("post_tool_use.bash.warning_last.json", Some("command")),
+    ("post_tool_use.skill.json", Some("skill")),
+    ("post_tool_use.bash_output.json", Some("command")),
+    ("post_tool_use.task_output.json", Some("command")),
+    ("stop.empty.json", Some(COUNTED)),
+    ("subagent_stop.empty.json", Some(COUNTED)),
 ];
+
+/// An event that is kept (spooled while the daemon is down) but stores no row: it only counts on
+/// its session.
+const COUNTED: &str = "-";
 
 #[test]
 fn every_claude_code_fixture_is_listed() {
@@ -88,7 +107,7 @@ fn stored(home: &Home) -> BTreeMap<String, i64> {
 fn expected() -> BTreeMap<String, i64> {
     let mut out = BTreeMap::new();
     for (_, kind) in CLAUDE_CODE {
-        if let Some(k) = kind {
+        if let Some(k) = kind.filter(|k| *k != COUNTED) {
             *out.entry(k.to_string()).or_insert(0) += 1;
         }
     }
@@ -118,7 +137,12 @@ fn claude_code_fixtures_with_the_daemon_up() {
         }
         delta.retain(|_, n| *n != 0);
         match kind {
-            None => assert!(delta.is_empty(), "{file} is ignored but stored {delta:?}"),
+            None | Some(COUNTED) => {
+                assert!(
+                    delta.is_empty(),
+                    "{file} stores no row but stored {delta:?}"
+                )
+            }
             Some(k) => assert_eq!(delta, BTreeMap::from([(k.to_string(), 1)]), "{file}"),
         }
         let stdout = String::from_utf8(out.stdout).unwrap();
@@ -173,9 +197,9 @@ fn claude_code_fixtures_with_the_daemon_down_are_spooled_then_stored_once() {
             "{file}: nothing is printed while the daemon is down"
         );
     }
-    let wanted: i64 = expected().values().sum();
+    let wanted = CLAUDE_CODE.iter().filter(|(_, k)| k.is_some()).count();
     assert_eq!(
-        home.spool_files() as i64,
+        home.spool_files(),
         wanted,
         "one spool file per stored event, none for ignored ones"
     );
@@ -584,4 +608,239 @@ fn api_errors_are_json_with_a_code_and_every_reply_carries_the_version() {
     let r = call("GET", "/v1/health", &[], b"");
     assert_eq!(r.status, 200);
     assert_eq!(r.header("x-nmem-version"), Some(nmem_proto::VERSION));
+}
+
+/// Post one hook payload to the daemon as `nmem record` does, with a chosen receive time (for
+/// sequences whose events must lie seconds apart without the test waiting for them).
+fn post_at(home: &Home, harness: &str, payload: &[u8], received_at: i64) {
+    let id = nmem_proto::client::new_event_id();
+    let at = received_at.to_string();
+    let r = nmem_proto::client::call(
+        &home.paths.socket,
+        "POST",
+        nmem_proto::wire::PATH_EVENTS,
+        &[
+            (nmem_proto::wire::H_EVENT_ID, &id),
+            (nmem_proto::wire::H_RECEIVED_AT, &at),
+            (nmem_proto::wire::H_HARNESS, harness),
+        ],
+        payload,
+        Duration::from_secs(10),
+    )
+    .unwrap();
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+}
+
+/// Replay a `hooks/sequences/*.jsonl` fixture: each line's event `after_ms` after the previous.
+fn replay_sequence(home: &Home, name: &str) {
+    let text = String::from_utf8(fixture(&format!("hooks/sequences/{name}"))).unwrap();
+    let mut t = nmem_proto::now_ms() - 3_600_000;
+    for line in text.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        t += v["after_ms"].as_i64().unwrap();
+        post_at(home, "claude-code", v["event"].to_string().as_bytes(), t);
+    }
+}
+
+fn one_string(home: &Home, sql: &str) -> String {
+    home.db().query_row(sql, [], |r| r.get(0)).unwrap()
+}
+
+#[test]
+fn failures_are_stored_clean_and_declined_calls_are_not_errors() {
+    let home = Home::new("fail");
+    let _d = home.start();
+    for f in [
+        "session_start.startup.json",
+        "user_prompt_submit.surrogate.json",
+        "post_tool_use_failure.bash.ansi.json",
+        "post_tool_use_failure.rejected.json",
+        "post_tool_use_failure.test_run.json",
+        "post_tool_use.bash.warning_last.json",
+    ] {
+        let out = home.record("claude-code", &fixture(&format!("hooks/claude-code/{f}")));
+        assert_eq!(out.status.code(), Some(0), "{f}: {out:?}");
+    }
+    // The surrogate was replaced, not refused.
+    let prompt = one_string(&home, "SELECT content FROM prompts");
+    assert!(prompt.contains("garbage \u{FFFD} after"), "{prompt}");
+    // No terminal control sequence anywhere in what was stored.
+    assert_eq!(
+        home.count(
+            "SELECT COUNT(*) FROM observations WHERE instr(content, char(27)) > 0
+               OR instr(COALESCE(metadata, ''), '\\u001b') > 0"
+        ),
+        0
+    );
+    let ansi = one_string(
+        &home,
+        "SELECT content FROM observations WHERE tool_use_id = 'toolu_01Ansi7cQm2LrX5vT8pNwE3h'",
+    );
+    assert!(ansi.contains("error[E0308]: mismatched types"), "{ansi}");
+    let tests = one_string(
+        &home,
+        "SELECT content FROM observations WHERE tool_use_id = 'toolu_01TstRn3bV8cK2mQ9xLwP5dE'",
+    );
+    assert!(
+        tests.contains("✗ src/routes/invoices.test.ts > GET /invoices > returns the next page"),
+        "{tests}"
+    );
+    assert!(!tests.contains('✓'), "{tests}");
+    assert_eq!(
+        one_string(
+            &home,
+            "SELECT obs_type FROM observations WHERE tool_use_id = 'toolu_01Rej4xPz9kLm2QwT6vYbN8c'"
+        ),
+        "tool_rejected"
+    );
+    let warn = one_string(
+        &home,
+        "SELECT content FROM observations WHERE tool_use_id = 'toolu_01WrnLst6hJ3kP8qZ2mXcV4b'",
+    );
+    assert!(warn.contains("Reconciled 1,198 invoices"), "{warn}");
+    assert!(!warn.contains("warnings.warn("), "{warn}");
+    // The digest's "Recent errors" holds the real failures, not the declined call, and no escape
+    // sequence reaches the agent.
+    let out = home.record(
+        "claude-code",
+        &fixture("hooks/claude-code/session_start.resume.json"),
+    );
+    let digest = String::from_utf8(out.stdout).unwrap();
+    let v: serde_json::Value = serde_json::from_str(digest.trim()).unwrap();
+    let ctx = v["hookSpecificOutput"]["additionalContext"]
+        .as_str()
+        .unwrap();
+    let errors = ctx
+        .split("## Recent errors")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no Recent errors in {ctx}"));
+    assert!(errors.contains("cargo build --release"), "{ctx}");
+    assert!(!errors.contains("force"), "{ctx}");
+    assert!(!ctx.contains('\u{1b}'), "{ctx:?}");
+}
+
+#[test]
+fn many_stops_and_one_compaction_store_what_matters_once() {
+    let home = Home::new("stops");
+    let _d = home.start();
+    replay_sequence(&home, "many_stops_one_compaction.jsonl");
+    let sid = "5b8e2c71-0f4a-4d93-b6e1-7a2c9d3f8e04";
+    let rows = |t: &str| {
+        home.count(&format!(
+            "SELECT COUNT(*) FROM observations WHERE session_id = '{sid}' AND obs_type = '{t}'"
+        ))
+    };
+    // The two Stops that said something, the first once although it was delivered twice.
+    assert_eq!(rows("turn_end"), 2);
+    assert_eq!(rows("subagent_end"), 0);
+    assert_eq!(rows("compaction"), 1);
+    assert_eq!(rows("session_compact"), 0);
+    let (turns, subagents, compactions): (i64, i64, i64) = home
+        .db()
+        .query_row(
+            "SELECT turns, subagents, compactions FROM sessions WHERE id = ?1",
+            [sid],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .unwrap();
+    // Six Stops of which one is an echo: five turns, counted without rows.
+    assert_eq!((turns, subagents, compactions), (5, 1, 1));
+    // "ok do it" typed again a minute later is a new prompt; the echo of a prompt is not.
+    assert_eq!(
+        home.count("SELECT COUNT(*) FROM prompts WHERE content = 'ok do it'"),
+        2
+    );
+    let p = fixture("hooks/claude-code/user_prompt_submit.json");
+    let mut v: serde_json::Value = serde_json::from_slice(&p).unwrap();
+    v.as_object_mut().unwrap().remove("prompt_id");
+    v["prompt"] = "check the cursor again".into();
+    let t = nmem_proto::now_ms();
+    post_at(&home, "claude-code", v.to_string().as_bytes(), t);
+    post_at(&home, "claude-code", v.to_string().as_bytes(), t + 600);
+    assert_eq!(
+        home.count("SELECT COUNT(*) FROM prompts WHERE content = 'check the cursor again'"),
+        1,
+        "an echo within 2 s is stored once"
+    );
+    post_at(&home, "claude-code", v.to_string().as_bytes(), t + 5_000);
+    assert_eq!(
+        home.count("SELECT COUNT(*) FROM prompts WHERE content = 'check the cursor again'"),
+        2,
+        "the same prompt later is stored again"
+    );
+    // The decision in the turn end is found by search like any hit.
+    let out = home
+        .cmd("nmem")
+        .args([
+            "search",
+            "ordering by createdAt",
+            "--json",
+            "--project",
+            "acme-api",
+        ])
+        .output()
+        .unwrap();
+    let hits: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    let hits = hits.get("items").unwrap_or(&hits);
+    assert_eq!(hits[0]["obs_type"], "turn_end", "{hits}");
+}
+
+#[test]
+fn a_plan_updated_three_times_stores_what_changed() {
+    let home = Home::new("plan");
+    let _d = home.start();
+    replay_sequence(&home, "plan_three_updates.jsonl");
+    let db = home.db();
+    let plans: Vec<String> = db
+        .prepare("SELECT content FROM observations WHERE obs_type = 'plan' ORDER BY timestamp")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(plans.len(), 3, "{plans:?}");
+    assert_eq!(
+        plans[1],
+        "plan update (1/5 done)\ncompleted: Write a failing test for the repeated cursor row\nstarted: Add skip: 1 to the invoices findMany\nadded: Open a PR for the fix"
+    );
+    assert_eq!(
+        plans[2],
+        "plan update (3/4 done)\ncompleted: Add skip: 1 to the invoices findMany\ncompleted: Run the invoice route tests\ndropped: Update the changelog"
+    );
+}
+
+#[test]
+fn recent_lists_actions_unless_asked() {
+    let home = Home::new("recent");
+    let _d = home.start();
+    for f in [
+        "session_start.startup.json",
+        "post_tool_use.edit.json",
+        "stop.json",
+    ] {
+        assert!(home
+            .record("claude-code", &fixture(&format!("hooks/claude-code/{f}")))
+            .status
+            .success());
+    }
+    let recent = |extra: &[&str]| -> Vec<String> {
+        let out = home
+            .cmd("nmem")
+            .args(["recent", "--json", "--project", "acme-api"])
+            .args(extra)
+            .output()
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|o| o["obs_type"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(recent(&[]), ["file_edit"]);
+    assert_eq!(
+        recent(&["--all"]),
+        ["turn_end", "file_edit", "session_start"]
+    );
 }

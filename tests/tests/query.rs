@@ -201,9 +201,20 @@ fn get_timeline_recent_and_save() {
     assert_eq!(missing.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&missing.stderr).contains("anchor observation not found"));
 
+    // Actions first: bookkeeping (the turn end recorded last) only when asked.
+    let all = f.json(&["recent", "--limit", "5", "--all"]);
+    assert_eq!(all[0]["obs_type"], "turn_end", "newest first");
     let recent = f.json(&["recent", "--limit", "5"]);
     assert_eq!(recent.as_array().unwrap().len(), 5);
-    assert_eq!(recent[0]["obs_type"], "turn_end", "newest first");
+    for o in recent.as_array().unwrap() {
+        let t = o["obs_type"]
+            .as_str()
+            .expect("recent --json keeps obs_type");
+        assert!(
+            !nmem_proto::query::BOOKKEEPING.contains(&t),
+            "{t} listed without --all"
+        );
+    }
     let paths: Vec<&str> = recent
         .as_array()
         .unwrap()

@@ -60,6 +60,24 @@ const TABLE: &[(&str, Harness, &str, &str)] = &[
         "mcp_call",
     ),
     ("codex", Harness::Codex, "stop.json", "turn_end"),
+    (
+        "codex",
+        Harness::Codex,
+        "post_tool_use.spawn_agent.json",
+        "task_spawn",
+    ),
+    (
+        "codex",
+        Harness::Codex,
+        "post_tool_use.update_plan.json",
+        "plan",
+    ),
+    (
+        "codex",
+        Harness::Codex,
+        "post_tool_use.rejected.json",
+        "tool_rejected",
+    ),
     ("codex", Harness::Codex, "pre_compact.json", "compaction"),
     (
         "codex",
@@ -124,6 +142,18 @@ const TABLE: &[(&str, Harness, &str, &str)] = &[
     ),
     ("gemini", Harness::Gemini, "after_tool.mcp.json", "mcp_call"),
     ("gemini", Harness::Gemini, "after_agent.json", "turn_end"),
+    (
+        "gemini",
+        Harness::Gemini,
+        "after_tool.delegate_to_agent.json",
+        "task_spawn",
+    ),
+    (
+        "gemini",
+        Harness::Gemini,
+        "after_tool.write_todos.json",
+        "plan",
+    ),
     ("gemini", Harness::Gemini, "pre_compress.json", "compaction"),
     ("gemini", Harness::Gemini, "notification.json", ""),
     ("gemini", Harness::Gemini, "session_end.json", "session_end"),
@@ -158,10 +188,23 @@ const TABLE: &[(&str, Harness, &str, &str)] = &[
     (
         "cursor",
         Harness::Cursor,
+        "post_tool_use.str_replace.json",
+        "file_edit",
+    ),
+    (
+        "cursor",
+        Harness::Cursor,
+        "post_tool_use.mcp.json",
+        "mcp_call",
+    ),
+    (
+        "cursor",
+        Harness::Cursor,
         "after_agent_response.json",
         "turn_end",
     ),
-    ("cursor", Harness::Cursor, "stop.json", "turn_end"),
+    // A status without a message: counted on the session, no row.
+    ("cursor", Harness::Cursor, "stop.json", ""),
     (
         "cursor",
         Harness::Cursor,
@@ -325,5 +368,307 @@ fn a_fully_private_prompt_stores_nothing() {
     {
         Record::Prompt(p) => assert_eq!(p.content, "fix it  now"),
         other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn new_tool_names_of_each_harness() {
+    let codex = |f: &str| obs("codex", f, Harness::Codex);
+    let spawn = codex("post_tool_use.spawn_agent.json");
+    assert!(spawn.content.starts_with("Find every caller of findMany"));
+    assert_eq!(spawn.metadata["agent_type"], "explorer");
+    let plan = codex("post_tool_use.update_plan.json");
+    assert!(
+        plan.content
+            .contains("[completed] Reproduce the duplicate row"),
+        "{}",
+        plan.content
+    );
+    let rejected = codex("post_tool_use.rejected.json");
+    assert_eq!(rejected.obs_type, "tool_rejected");
+    assert!(rejected.content.contains("rm -rf node_modules"));
+
+    let gem = obs(
+        "gemini",
+        "after_tool.delegate_to_agent.json",
+        Harness::Gemini,
+    );
+    assert!(
+        gem.content.contains("invoice pagination"),
+        "{}",
+        gem.content
+    );
+
+    let cursor = |f: &str| obs("cursor", f, Harness::Cursor);
+    let edit = cursor("post_tool_use.str_replace.json");
+    assert_eq!(edit.rel_path.as_deref(), Some("src/routes/invoices.ts"));
+    let mcp = cursor("post_tool_use.mcp.json");
+    assert_eq!(
+        (
+            mcp.metadata["server"].as_str(),
+            mcp.metadata["tool"].as_str()
+        ),
+        (Some("github"), Some("get_issue"))
+    );
+
+    let cc = |f: &str| obs("claude-code", f, Harness::ClaudeCode);
+    let skill = cc("post_tool_use.skill.json");
+    assert_eq!(skill.content, "skill release-notes --since v1.14.1");
+    let bg = cc("post_tool_use.bash_output.json");
+    assert!(
+        bg.content
+            .starts_with("npm run dev\n→ listening on http://localhost:3000"),
+        "{}",
+        bg.content
+    );
+    let task = cc("post_tool_use.task_output.json");
+    assert!(
+        task.content
+            .contains("All migrations have been successfully applied."),
+        "{}",
+        task.content
+    );
+}
+
+#[test]
+fn failures_are_captured_whole_and_clean() {
+    let cc = |f: &str| obs("claude-code", f, Harness::ClaudeCode);
+    let ansi = cc("post_tool_use_failure.bash.ansi.json");
+    assert!(!ansi.content.contains('\u{1b}'), "{:?}", ansi.content);
+    assert!(ansi.content.contains("error[E0308]: mismatched types"));
+    assert!(!serde_json::to_string(&ansi.metadata)
+        .unwrap()
+        .contains("\\u001b"));
+    let tests = cc("post_tool_use_failure.test_run.json");
+    assert!(
+        tests.content.contains(
+            "✗ src/routes/invoices.test.ts > GET /invoices > returns the next page without repeating the cursor row"
+        ),
+        "{}",
+        tests.content
+    );
+    assert!(!tests.content.contains('✓'), "{}", tests.content);
+    let rejected = cc("post_tool_use_failure.rejected.json");
+    assert_eq!(rejected.obs_type, "tool_rejected");
+    assert!(rejected
+        .content
+        .starts_with("Bash declined by the user: git push --force origin main"));
+    assert!(rejected
+        .content
+        .contains("reason: never force-push main, open a PR instead"));
+    let warn = cc("post_tool_use.bash.warning_last.json");
+    assert!(
+        warn.content.contains("Reconciled 1,198 invoices"),
+        "{}",
+        warn.content
+    );
+    assert!(!warn.content.contains("warnings.warn("), "{}", warn.content);
+}
+
+#[test]
+fn a_lone_surrogate_is_stored_as_a_replacement_character() {
+    let p = prepare(
+        Harness::ClaudeCode,
+        std::fs::read(fixtures().join("claude-code/user_prompt_submit.surrogate.json")).unwrap(),
+    );
+    match p.map(|p| p.record) {
+        Some(Record::Prompt(pr)) => {
+            assert!(pr
+                .content
+                .contains("\"Acme \u{FFFD}\" and then garbage \u{FFFD} after"))
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn content_less_ends_only_count() {
+    for (file, effect) in [
+        ("stop.empty.json", SessionEffect::TurnEnd),
+        ("subagent_stop.empty.json", SessionEffect::SubagentEnd),
+    ] {
+        let p = prepare(
+            Harness::ClaudeCode,
+            std::fs::read(fixtures().join("claude-code").join(file)).unwrap(),
+        )
+        .unwrap();
+        assert_eq!((p.record, p.effect), (Record::Nothing, effect), "{file}");
+    }
+}
+
+#[test]
+fn a_plan_without_its_old_list_is_diffed_against_the_last_one() {
+    let ing = ingest();
+    let update = |plan: serde_json::Value| {
+        let payload = serde_json::json!({
+            "session_id": "s1", "cwd": "/w", "hook_event_name": "PostToolUse",
+            "tool_name": "update_plan", "tool_input": {"plan": plan}, "tool_response": "Plan updated"
+        });
+        let raw = RawEvent {
+            event_id: "e".into(),
+            received_at: 1,
+            harness: Harness::Codex,
+            payload: payload.to_string().into_bytes(),
+        };
+        match ing.prepare(&raw).unwrap().map(|p| p.record) {
+            Some(Record::Observation(o)) => Some(o.content),
+            _ => None,
+        }
+    };
+    let step = |s: &str, st: &str| serde_json::json!({"step": s, "status": st});
+    let first = update(serde_json::json!([
+        step("a", "pending"),
+        step("b", "pending")
+    ]))
+    .unwrap();
+    assert!(
+        first.contains("[pending] a") && first.contains("[pending] b"),
+        "{first}"
+    );
+    let second = update(serde_json::json!([
+        step("a", "completed"),
+        step("c", "pending")
+    ]))
+    .unwrap();
+    assert_eq!(
+        second,
+        "plan update (1/2 done)\ncompleted: a\nadded: c\ndropped: b"
+    );
+    assert_eq!(
+        update(serde_json::json!([
+            step("a", "completed"),
+            step("c", "pending")
+        ])),
+        None,
+        "an unchanged plan stores nothing"
+    );
+}
+
+mod never_panics {
+    use super::{ingest, Harness, RawEvent};
+    use proptest::prelude::*;
+
+    fn envelope_like() -> impl Strategy<Value = Vec<u8>> {
+        let event = prop_oneof![
+            Just("SessionStart"),
+            Just("UserPromptSubmit"),
+            Just("PostToolUse"),
+            Just("PostToolUseFailure"),
+            Just("Stop"),
+            Just("SubagentStop"),
+            Just("PreCompact"),
+            Just("PostCompact"),
+            Just("SessionEnd"),
+            Just("AfterTool"),
+            Just("BeforeAgent"),
+            Just("AfterAgent"),
+            Just("postToolUse"),
+            Just("afterShellExecution"),
+            Just("stop"),
+            Just("afterFileEdit"),
+            Just("afterMCPExecution"),
+            Just("agent-turn-complete"),
+        ];
+        let tool = prop_oneof![
+            prop::sample::select(vec![
+                "Bash",
+                "Read",
+                "Edit",
+                "TodoWrite",
+                "update_plan",
+                "Skill",
+                "TaskOutput",
+                "BashOutput",
+                "spawn_agent",
+                "run_shell_command",
+                "write_todos",
+                "MCP:a:b",
+                "mcp__x__y",
+                "Shell",
+                "StrReplace",
+                "apply_patch",
+            ])
+            .prop_map(String::from),
+            ".{0,12}",
+        ];
+        let leaf = prop_oneof![
+            any::<String>().prop_map(serde_json::Value::from),
+            any::<i64>().prop_map(serde_json::Value::from),
+            any::<bool>().prop_map(serde_json::Value::from),
+            Just(serde_json::Value::Null),
+        ];
+        let value = leaf.prop_recursive(3, 24, 4, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4).prop_map(serde_json::Value::from),
+                prop::collection::btree_map(
+                    prop_oneof![
+                        Just("command".to_string()),
+                        Just("todos".to_string()),
+                        Just("plan".to_string()),
+                        Just("stdout".to_string()),
+                        Just("task".to_string()),
+                        Just("status".to_string()),
+                        Just("exitCode".to_string()),
+                        Just("file_path".to_string()),
+                        Just("content".to_string()),
+                        Just("oldTodos".to_string()),
+                        Just("llmContent".to_string()),
+                        ".{0,6}",
+                    ],
+                    inner,
+                    0..4
+                )
+                .prop_map(|m| serde_json::Value::Object(m.into_iter().collect())),
+            ]
+        });
+        (
+            event,
+            tool,
+            value.clone(),
+            value,
+            any::<String>(),
+            any::<String>(),
+        )
+            .prop_map(|(event, tool, input, response, text, err)| {
+                serde_json::json!({
+                    "session_id": "s1", "conversation_id": "s1", "thread-id": "s1", "cwd": "/w",
+                    "workspace_roots": ["/w"], "hook_event_name": event, "type": event,
+                    "tool_name": tool, "tool_input": input, "tool_response": response,
+                    "tool_output": text.clone(), "error": err, "last_assistant_message": text,
+                    "prompt": "p", "source": "compact",
+                })
+                .to_string()
+                .into_bytes()
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// Arbitrary bytes (with a lone surrogate escape now and then) into the parse of every
+        /// harness: a rejection or an event, never a panic.
+        #[test]
+        fn arbitrary_bytes(bytes in prop::collection::vec(any::<u8>(), 0..256), at in any::<usize>()) {
+            let mut b = bytes;
+            if !b.is_empty() {
+                let i = at % b.len();
+                b.splice(i..i, br#""\udc9d""#.iter().copied());
+            }
+            let ing = ingest();
+            for h in Harness::ALL {
+                let raw = RawEvent { event_id: "e".into(), received_at: 1, harness: h, payload: b.clone() };
+                let _ = ing.prepare(&raw);
+            }
+        }
+
+        /// Payloads shaped like every harness's, with arbitrary fields: extraction never panics.
+        #[test]
+        fn envelopes_of_every_harness(payload in envelope_like()) {
+            let ing = ingest();
+            for h in Harness::ALL {
+                let raw = RawEvent { event_id: "e".into(), received_at: 1, harness: h, payload: payload.clone() };
+                let _ = ing.prepare(&raw);
+            }
+        }
     }
 }

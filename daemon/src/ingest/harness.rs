@@ -75,6 +75,7 @@ fn gemini<'a>(cx: &Cx<'a>) -> Option<ToolCall<'a>> {
         "google_web_search" => "WebSearch",
         "web_fetch" => "WebFetch",
         "write_todos" => "TodoWrite",
+        "delegate_to_agent" => "Agent",
         other => other,
     }
     .to_string();
@@ -104,8 +105,13 @@ fn gemini<'a>(cx: &Cx<'a>) -> Option<ToolCall<'a>> {
             .unwrap_or_else(|| err.to_string());
         failure = Some((msg, None));
     }
+    if let Some((err, _)) = &mut failure {
+        if name == "Bash" {
+            *err = gemini_shell_output(err);
+        }
+    }
     let response = match (&llm_text, name.as_str()) {
-        (Some(t), "Bash") => Some(Cow::Owned(json!({ "stdout": t }))),
+        (Some(t), "Bash") => Some(Cow::Owned(json!({ "stdout": gemini_shell_output(t) }))),
         (Some(t), _) => Some(Cow::Owned(json!(t))),
         (None, _) => response.map(Cow::Borrowed),
     };
@@ -116,6 +122,45 @@ fn gemini<'a>(cx: &Cx<'a>) -> Option<ToolCall<'a>> {
         tool_use_id: None,
         failure,
     })
+}
+
+/// The output of Gemini's shell tool without its report around it (`Command:`, `Directory:`,
+/// `Exit Code:`, `Signal:`, `Background PIDs:`, `Process Group PGID:`), which would otherwise be
+/// taken for the command's last lines; an `Error:` other than `(none)` is kept.
+fn gemini_shell_output(text: &str) -> String {
+    const AFTER: &[&str] = &[
+        "Error:",
+        "Exit Code:",
+        "Signal:",
+        "Background PIDs:",
+        "Process Group PGID:",
+    ];
+    let mut lines = text.lines();
+    let Some(first) = lines.by_ref().find_map(|l| l.strip_prefix("Output:")) else {
+        return text.to_string();
+    };
+    let mut out = vec![first.trim_start()];
+    let mut error = None;
+    for l in lines.by_ref() {
+        if AFTER.iter().any(|a| l.starts_with(a)) {
+            if let Some(e) = l.strip_prefix("Error:").map(str::trim) {
+                error = (e != "(none)" && !e.is_empty()).then_some(l);
+            }
+            break;
+        }
+        out.push(l);
+    }
+    for l in lines {
+        if let Some(e) = l.strip_prefix("Error:").map(str::trim) {
+            if e != "(none)" && !e.is_empty() {
+                error = Some(l);
+            }
+        }
+    }
+    if let Some(e) = error {
+        out.push(e);
+    }
+    out.join("\n")
 }
 
 /// Cursor: one event per kind of action, plus a generic postToolUse.
@@ -146,12 +191,22 @@ fn cursor<'a>(cx: &Cx<'a>) -> Option<ToolCall<'a>> {
             (format!("mcp__cursor__{tool}"), Cow::Owned(input), None)
         }
         "postToolUse" => {
-            let name = match cx.str("tool_name")? {
-                "Shell" | "run_terminal_cmd" => "Bash",
-                "read_file" => "Read",
-                "edit_file" | "search_replace" => "Edit",
-                "grep_search" | "codebase_search" => "Grep",
-                other => other,
+            let raw = cx.str("tool_name")?;
+            let name = match raw {
+                "Shell" | "run_terminal_cmd" => "Bash".to_string(),
+                "read_file" => "Read".to_string(),
+                "write" | "create_file" => "Write".to_string(),
+                "edit_file" | "search_replace" | "StrReplace" => "Edit".to_string(),
+                "grep_search" | "codebase_search" => "Grep".to_string(),
+                "file_search" | "glob_file_search" => "Glob".to_string(),
+                "list_dir" => "LS".to_string(),
+                "web_search" => "WebSearch".to_string(),
+                "todo_write" => "TodoWrite".to_string(),
+                // `MCP:server:tool` is an MCP call like any other.
+                other => match other.strip_prefix("MCP:").and_then(|r| r.split_once(':')) {
+                    Some((server, tool)) => format!("mcp__{server}__{tool}"),
+                    None => other.to_string(),
+                },
             };
             let output = cx.obj.get("tool_output");
             let response =
@@ -161,7 +216,14 @@ fn cursor<'a>(cx: &Cx<'a>) -> Option<ToolCall<'a>> {
                         None => Cow::Borrowed(o),
                     },
                 );
-            (name.into(), borrowed(cx.obj.get("tool_input")), response)
+            // Cursor sends `tool_input` as a JSON string on some builds.
+            let input = match cx.obj.get("tool_input") {
+                Some(Value::String(t)) => serde_json::from_str(t)
+                    .map(Cow::Owned)
+                    .unwrap_or_else(|_| borrowed(cx.obj.get("tool_input"))),
+                other => borrowed(other),
+            };
+            (name, input, response)
         }
         _ => return None,
     };
@@ -208,5 +270,17 @@ mod tests {
         );
         assert_eq!(super::codex_exit_code("Exit code: 0\nOutput:\nok"), Some(0));
         assert_eq!(super::codex_exit_code("src/a.rs:1: Exit code: 3"), None);
+    }
+
+    #[test]
+    fn gemini_shell_report_is_not_output() {
+        let t = "Command: npm test\nDirectory: (root)\nOutput: first\n Tests  13 passed (13)\nError: (none)\nExit Code: 0\nSignal: (none)\nBackground PIDs: (none)\nProcess Group PGID: 48213";
+        assert_eq!(
+            super::gemini_shell_output(t),
+            "first\n Tests  13 passed (13)"
+        );
+        let t = "Command: x\nOutput: boom\nError: spawn ENOENT\nExit Code: 127";
+        assert_eq!(super::gemini_shell_output(t), "boom\nError: spawn ENOENT");
+        assert_eq!(super::gemini_shell_output("plain"), "plain");
     }
 }

@@ -1,4 +1,8 @@
 //! Session and turn events: starts, prompts, compaction, turn ends, session end.
+//!
+//! Bookkeeping is kept small: a turn or subagent end without a message only counts on its
+//! session (no row), and a SessionStart `compact` after a recorded PreCompact adds no second row
+//! (the writer checks, see `store::writer`).
 
 use super::text::{first_line, truncate};
 use super::{Cx, NewPrompt, Obs, Record, SessionEffect};
@@ -30,27 +34,38 @@ pub(crate) fn extract(cx: &Cx) -> (Record, SessionEffect) {
             let meta = meta([("trigger", json!(cx.str("trigger")))]);
             (obs("compact_summary", content, meta), SessionEffect::None)
         }
+        // A turn end is worth a row only when it says something (the last assistant message:
+        // decisions are often only there); otherwise it only counts, on the session.
         Event::Stop => {
             let (message, meta) = turn_end_message(cx);
-            let content = match message.map(str::trim).filter(|m| !m.is_empty()) {
-                Some(m) => truncate(m, cx.limits.message_chars),
-                None => "turn ended".to_string(),
-            };
-            (obs("turn_end", content, meta), SessionEffect::TurnEnd)
+            match message.map(str::trim).filter(|m| !m.is_empty()) {
+                Some(m) => (
+                    obs("turn_end", truncate(m, cx.limits.message_chars), meta),
+                    SessionEffect::TurnEnd,
+                ),
+                None => (Record::Nothing, SessionEffect::TurnEnd),
+            }
         }
         Event::SubagentStop => {
             let message = cx.str("last_assistant_message").unwrap_or("").trim();
-            let agent = cx.str("agent_type");
-            let content = if message.is_empty() {
-                format!("subagent {} finished", agent.unwrap_or("agent"))
-            } else {
-                truncate(message, cx.limits.message_chars)
-            };
+            if message.is_empty() {
+                return (Record::Nothing, SessionEffect::SubagentEnd);
+            }
             let meta = meta([
-                ("agent_type", json!(agent)),
+                (
+                    "agent_type",
+                    json!(cx.str("agent_type").filter(|a| !a.is_empty())),
+                ),
                 ("agent_id", json!(cx.str("agent_id"))),
             ]);
-            (obs("subagent_end", content, meta), SessionEffect::None)
+            (
+                obs(
+                    "subagent_end",
+                    truncate(message, cx.limits.message_chars),
+                    meta,
+                ),
+                SessionEffect::SubagentEnd,
+            )
         }
         Event::StopFailure => {
             let kind = cx.str("error").unwrap_or("unknown");
@@ -118,15 +133,10 @@ fn user_prompt(cx: &Cx) -> (Record, SessionEffect) {
 fn turn_end_message<'a>(cx: &Cx<'a>) -> (Option<&'a str>, Map<String, Value>) {
     match cx.harness {
         Harness::Gemini => (cx.str("prompt_response"), Map::new()),
+        // Cursor's `stop` carries only a status: a count, not a row.
         Harness::Cursor => match cx.str("hook_event_name") {
             Some("afterAgentResponse") => (cx.str("text"), Map::new()),
-            _ => (
-                cx.str("status"),
-                meta([
-                    ("status", json!(cx.str("status"))),
-                    ("loop_count", json!(cx.obj.get("loop_count"))),
-                ]),
-            ),
+            _ => (None, Map::new()),
         },
         Harness::CodexNotify => (
             cx.str("last-assistant-message"),

@@ -6,6 +6,7 @@
 //! harness is one file under `harness/`.
 
 mod bounds;
+mod clean;
 mod harness;
 mod lifecycle;
 pub mod project;
@@ -68,8 +69,10 @@ pub enum SessionEffect {
         title: Option<String>,
         transcript_path: Option<String>,
     },
-    /// A turn ended: refresh the signature (a session may never send SessionEnd).
+    /// A turn ended: count it and refresh the signature (a session may never send SessionEnd).
     TurnEnd,
+    /// A subagent finished: count it.
+    SubagentEnd,
     Compaction,
     End {
         reason: Option<String>,
@@ -134,6 +137,29 @@ pub struct Ingest {
     pub private_turns: std::sync::Mutex<std::collections::HashSet<String>>,
     /// Projects that are never recorded.
     pub excluded: std::collections::HashSet<String>,
+    /// The last plan of each session, for harnesses whose plan updates carry only the new list.
+    pub plans: PlanMemory,
+}
+
+/// A plan item: its identity (an id, else its text), its text and its status.
+pub(crate) type PlanItem = (String, String, String);
+
+/// The last plan seen in each session (in memory, bounded): a plan update is stored as what
+/// changed since then. After a restart the first update is stored whole again.
+#[derive(Default)]
+pub struct PlanMemory(std::sync::Mutex<std::collections::HashMap<String, Vec<PlanItem>>>);
+
+impl PlanMemory {
+    const SESSIONS: usize = 1_000;
+
+    /// Remember `plan` as the session's latest; the one before it, if any.
+    pub(crate) fn swap(&self, session_id: &str, plan: Vec<PlanItem>) -> Option<Vec<PlanItem>> {
+        let mut m = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if m.len() >= Self::SESSIONS && !m.contains_key(session_id) {
+            m.clear();
+        }
+        m.insert(session_id.to_string(), plan)
+    }
 }
 
 impl Ingest {
@@ -150,6 +176,7 @@ impl Ingest {
             stored_offset,
             private_turns: Default::default(),
             excluded: Default::default(),
+            plans: Default::default(),
         }
     }
 }
@@ -187,9 +214,11 @@ impl Ingest {
             harness: raw.harness,
             event,
             obj,
+            session_id: env.session_id,
             cwd: env.cwd,
             project: &project,
             limits: &self.limits,
+            plans: &self.plans,
         };
         let (record, effect) = match event {
             Event::ToolUse | Event::ToolFailure => {
@@ -228,6 +257,9 @@ impl Ingest {
             transcript_offset: tail.offset,
             redactions: 0,
         };
+        // What a terminal would show, before redaction sees it (a colour code inside a token
+        // would hide it from the patterns).
+        clean_prepared(&mut prepared);
         let fully_private = !self.redactor.apply(&mut prepared);
         // After redaction, so a cut never leaves part of a secret the patterns no longer match.
         bounds::cap(&mut prepared);
@@ -266,14 +298,51 @@ impl Ingest {
     }
 }
 
+/// Strip terminal control sequences from every string that will be stored.
+fn clean_prepared(p: &mut Prepared) {
+    match &mut p.record {
+        Record::Observation(o) => {
+            clean::string(&mut o.content);
+            for f in [&mut o.tool_name, &mut o.file_path, &mut o.rel_path]
+                .into_iter()
+                .flatten()
+            {
+                clean::string(f);
+            }
+            o.metadata.values_mut().for_each(clean::value);
+        }
+        Record::Prompt(pr) => clean::string(&mut pr.content),
+        Record::Nothing => {}
+    }
+    for t in &mut p.thoughts {
+        clean::string(&mut t.content);
+    }
+    if let SessionEffect::Start {
+        title: Some(t),
+        model,
+        ..
+    } = &mut p.effect
+    {
+        clean::string(t);
+        if let Some(m) = model {
+            clean::string(m);
+        }
+    }
+}
+
+pub use clean::{needs_cleaning, strip as strip_controls, value as strip_controls_json};
+pub use tools::is_rejection_text;
+
 /// What an extractor sees.
 pub(crate) struct Cx<'a> {
     pub harness: Harness,
     pub event: Event,
     pub obj: &'a Map<String, Value>,
+    pub session_id: &'a str,
     pub cwd: &'a str,
     pub project: &'a Project,
     pub limits: &'a Limits,
+    pub plans: &'a PlanMemory,
 }
 
 impl<'a> Cx<'a> {

@@ -1,9 +1,12 @@
 //! `recent_context`: ADR-006's selection. The newest observations of the project, then other
 //! projects' to fill up, one per file path (the newest), commands and errors always kept.
+//! Actions only: session bookkeeping ([`nmem_proto::query::BOOKKEEPING`]: starts, turn ends,
+//! compactions) is listed only when asked (`all`), so "what was done lately" is not a column of
+//! "turn ended".
 
 use super::{clamp, observation, project_of, QueryError, OBS_COLUMNS};
 use crate::app::App;
-use nmem_proto::query::{Observation, RecentRequest};
+use nmem_proto::query::{Observation, RecentRequest, BOOKKEEPING};
 use std::collections::HashSet;
 
 pub async fn recent(app: &App, req: RecentRequest) -> Result<Vec<Observation>, QueryError> {
@@ -11,6 +14,19 @@ pub async fn recent(app: &App, req: RecentRequest) -> Result<Vec<Observation>, Q
     super::bounds::check_format(&req.format)?;
     let project = project_of(app, &req.project, &req.cwd);
     let limit = clamp(req.limit, 30, 100) as usize;
+    // The filter is built from constants, never from input.
+    let only_actions = if req.all == Some(true) {
+        String::new()
+    } else {
+        format!(
+            "AND obs_type NOT IN ({})",
+            BOOKKEEPING
+                .iter()
+                .map(|t| format!("'{t}'"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    };
     let rows = app
         .readers
         .run(move |c| {
@@ -35,13 +51,13 @@ pub async fn recent(app: &App, req: RecentRequest) -> Result<Vec<Observation>, Q
             match &project {
                 Some(p) => {
                     let local: Vec<Observation> = c
-                        .prepare_cached(&format!("SELECT {OBS_COLUMNS} FROM observations WHERE project = ?1 ORDER BY timestamp DESC, id DESC LIMIT ?2"))?
+                        .prepare_cached(&format!("SELECT {OBS_COLUMNS} FROM observations WHERE project = ?1 {only_actions} ORDER BY timestamp DESC, id DESC LIMIT ?2"))?
                         .query_map(rusqlite::params![p, scan], observation)?
                         .collect::<Result<_, _>>()?;
                     take(local, &mut out);
                     if out.len() < limit {
                         let other: Vec<Observation> = c
-                            .prepare_cached(&format!("SELECT {OBS_COLUMNS} FROM observations WHERE project != ?1 ORDER BY timestamp DESC, id DESC LIMIT ?2"))?
+                            .prepare_cached(&format!("SELECT {OBS_COLUMNS} FROM observations WHERE project != ?1 {only_actions} ORDER BY timestamp DESC, id DESC LIMIT ?2"))?
                             .query_map(rusqlite::params![p, scan], observation)?
                             .collect::<Result<_, _>>()?;
                         take(other, &mut out);
@@ -49,7 +65,7 @@ pub async fn recent(app: &App, req: RecentRequest) -> Result<Vec<Observation>, Q
                 }
                 None => {
                     let all: Vec<Observation> = c
-                        .prepare_cached(&format!("SELECT {OBS_COLUMNS} FROM observations ORDER BY timestamp DESC, id DESC LIMIT ?1"))?
+                        .prepare_cached(&format!("SELECT {OBS_COLUMNS} FROM observations WHERE 1 {only_actions} ORDER BY timestamp DESC, id DESC LIMIT ?1"))?
                         .query_map([scan], observation)?
                         .collect::<Result<_, _>>()?;
                     take(all, &mut out);

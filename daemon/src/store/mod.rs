@@ -6,4 +6,5 @@ pub mod fts;
 pub mod readers;
 pub mod schema;
 pub mod terms;
+pub mod upgrade;
 pub mod writer;

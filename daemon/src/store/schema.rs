@@ -13,11 +13,26 @@ const MIGRATION_SQL: &[&str] = &[
     include_str!("../../../migrations/005_hybrid_retrieval.sql"),
 ];
 
+/// The migrations before 006, for tests that build a database as older versions wrote it.
+#[cfg(test)]
+pub(crate) const OLD_MIGRATION_SQL: &[&str] = MIGRATION_SQL;
+
+/// Migration 006: its SQL, then a Rust step for the data (`store::upgrade`).
+const FIDELITY_SQL: &str = include_str!("../../../migrations/006_fidelity.sql");
+
 /// The schema version this build writes (`PRAGMA user_version` after migrating).
-pub const SCHEMA_VERSION: u32 = MIGRATION_SQL.len() as u32;
+pub const SCHEMA_VERSION: u32 = MIGRATION_SQL.len() as u32 + 1;
 
 fn migrations() -> Migrations<'static> {
-    Migrations::new(MIGRATION_SQL.iter().map(|sql| M::up(sql)).collect())
+    let mut ms: Vec<M> = MIGRATION_SQL.iter().map(|sql| M::up(sql)).collect();
+    ms.push(M::up_with_hook(
+        FIDELITY_SQL,
+        |tx: &rusqlite::Transaction| {
+            super::upgrade::fidelity(tx)?;
+            Ok(())
+        },
+    ));
+    Migrations::new(ms)
 }
 
 #[derive(Debug, thiserror::Error)]

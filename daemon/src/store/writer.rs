@@ -341,8 +341,53 @@ fn apply(
     }
 
     let mut dedup_key = None;
+    // An id-less event delivered twice (the same hook wired twice) is stored once.
+    let echo = match &ev.record {
+        Record::Prompt(p) if p.source == "user" && p.prompt_uid.is_none() => Some(&p.content),
+        Record::Observation(o)
+            if matches!(o.obs_type, "turn_end" | "subagent_end") && o.tool_use_id.is_none() =>
+        {
+            Some(&o.content)
+        }
+        _ => None,
+    }
+    .map(|c| c.as_str())
+    .or(match (&ev.record, &ev.effect) {
+        (Record::Nothing, SessionEffect::TurnEnd | SessionEffect::SubagentEnd) => Some(""),
+        _ => None,
+    });
+    if let Some(content) = echo {
+        let key = Dedup::echo_key(&ev.session_id, &ev.event_name, content);
+        if dedup.is_repeat(&key, t, staged) {
+            return Ok((
+                Applied {
+                    outcome: RecordOutcome::Deduplicated,
+                    kind: None,
+                    id: None,
+                },
+                None,
+            ));
+        }
+        dedup_key = Some((key, t));
+    }
     let (kind, id) = match &ev.record {
         Record::Nothing => {
+            // Nothing to store, but a content-less turn end still counts on its session.
+            apply_effect(conn, ev)?;
+            return Ok((
+                Applied {
+                    outcome: RecordOutcome::Ignored,
+                    kind: None,
+                    id: None,
+                },
+                dedup_key,
+            ));
+        }
+        Record::Observation(o)
+            if o.obs_type == "session_compact" && compaction_recorded(conn, &ev.session_id)? =>
+        {
+            // The PreCompact of this compaction has its row already: one compaction, one row.
+            apply_effect(conn, ev)?;
             return Ok((
                 Applied {
                     outcome: RecordOutcome::Ignored,
@@ -470,7 +515,15 @@ fn apply_effect(conn: &Connection, ev: &Prepared) -> rusqlite::Result<()> {
             conn.prepare_cached("UPDATE sessions SET compactions = compactions + 1 WHERE id = ?1")?
                 .execute(params![ev.session_id])?;
         }
-        SessionEffect::TurnEnd => update_signature(conn, &ev.session_id)?,
+        SessionEffect::TurnEnd => {
+            conn.prepare_cached("UPDATE sessions SET turns = turns + 1 WHERE id = ?1")?
+                .execute(params![ev.session_id])?;
+            update_signature(conn, &ev.session_id)?
+        }
+        SessionEffect::SubagentEnd => {
+            conn.prepare_cached("UPDATE sessions SET subagents = subagents + 1 WHERE id = ?1")?
+                .execute(params![ev.session_id])?;
+        }
         SessionEffect::End { reason } => {
             conn.prepare_cached("UPDATE sessions SET ended_at = MAX(COALESCE(ended_at, 0), ?2), end_reason = ?3 WHERE id = ?1")?
                 .execute(params![ev.session_id, t, reason])?;
@@ -478,6 +531,20 @@ fn apply_effect(conn: &Connection, ev: &Prepared) -> rusqlite::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Whether the session's latest compaction-related row is a PreCompact's `compaction` that no
+/// SessionStart `compact` has followed yet.
+fn compaction_recorded(conn: &Connection, session_id: &str) -> rusqlite::Result<bool> {
+    Ok(conn
+        .prepare_cached(
+            "SELECT obs_type FROM observations
+             WHERE session_id = ?1 AND obs_type IN ('compaction', 'session_compact')
+             ORDER BY timestamp DESC, id DESC LIMIT 1",
+        )?
+        .query_row([session_id], |r| r.get::<_, String>(0))
+        .optional()?
+        .is_some_and(|t| t == "compaction"))
 }
 
 /// The session's signature: how many observations of each type it has.

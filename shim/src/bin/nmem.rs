@@ -180,6 +180,9 @@ enum Command {
         project: ProjectArgs,
         #[arg(long)]
         limit: Option<i64>,
+        /// Also session bookkeeping (starts, turn ends, compactions), not only actions.
+        #[arg(long)]
+        all: bool,
         #[arg(long)]
         json: bool,
     },
@@ -302,10 +305,12 @@ fn main() -> ExitCode {
         Command::Recent {
             project,
             limit,
+            all,
             json,
         } => cli::recent(
             cli::project_arg(project.project, project.all_projects),
             limit,
+            all,
             json,
         ),
         Command::Save {

@@ -19,7 +19,12 @@ pub(crate) fn extract(cx: &Cx, call: &ToolCall) -> Option<Obs> {
         return None;
     }
     let mut obs = match name {
-        "Bash" | "shell" | "exec_command" | "local_shell" => shell::extract(cx, call),
+        _ if rejection(call).is_some() => rejected(call),
+        "Bash" | "shell" | "shell_command" | "exec_command" | "local_shell" => {
+            shell::extract(cx, call)
+        }
+        // A background command's output, read later (`run_in_background`).
+        "BashOutput" | "TaskOutput" => shell::background_output(cx, call),
         _ if call.failure.is_some() => tool_error(cx, call),
         "Read" => files::read(cx, call),
         "Write" => files::write(cx, call),
@@ -29,8 +34,12 @@ pub(crate) fn extract(cx: &Cx, call: &ToolCall) -> Option<Obs> {
         "Grep" | "Glob" | "LS" => search::extract(cx, call),
         "WebFetch" => web::fetch(cx, call),
         "WebSearch" => web::search(cx, call),
-        "Task" | "Agent" => agent::task_spawn(cx, call),
-        "TodoWrite" | "TaskCreate" | "TaskUpdate" | "TaskList" | "TaskGet" => agent::plan(cx, call),
+        "Task" | "Agent" | "spawn_agent" => agent::task_spawn(cx, call),
+        "TodoWrite" | "update_plan" => agent::plan(cx, call),
+        "TaskCreate" | "TaskUpdate" => agent::plan_step(cx, call),
+        // Reading the plan changes nothing: nothing to remember.
+        "TaskList" | "TaskGet" => None,
+        "Skill" => agent::skill(cx, call),
         _ if name.starts_with("mcp__") => mcp::extract(cx, call),
         _ => tool_other(cx, call),
     }?;
@@ -42,6 +51,83 @@ pub(crate) fn extract(cx: &Cx, call: &ToolCall) -> Option<Obs> {
         obs.file_path = Some(abs);
     }
     Some(obs)
+}
+
+/// What the harnesses say when the user declines a tool call: Claude Code's "The user doesn't want to proceed with this tool use…", Codex's
+/// "… rejected by user", Gemini's and Cursor's denials. A declined call is not an error: it gets
+/// its own type and stays out of "Recent errors".
+const REJECTION_MARKERS: &[&str] = &[
+    "doesn't want to proceed with this tool use",
+    "doesn't want to take this action",
+    "tool use was rejected",
+    "rejected by user",
+    "rejected by the user",
+    "declined by user",
+    "declined by the user",
+    "denied by user",
+    "denied by the user",
+    "user denied",
+    "user rejected",
+    "user declined",
+    "user did not allow",
+    "cancelled by user",
+    "canceled by user",
+    "cancelled by the user",
+    "canceled by the user",
+    "request interrupted by user for tool use",
+];
+
+/// The declining message, when this call was declined.
+fn rejection<'a>(call: &'a ToolCall) -> Option<&'a str> {
+    let text = match (&call.failure, call.response.as_deref()) {
+        (Some((err, _)), _) => err.as_str(),
+        // Codex reports a declined command as its (short) output.
+        (None, Some(serde_json::Value::String(s))) if s.len() < 500 => s.as_str(),
+        _ => return None,
+    };
+    is_rejection_text(text).then_some(text)
+}
+
+/// Does this tool result say the user declined the call? (Also used to reclassify rows stored
+/// before `tool_rejected` existed.)
+pub fn is_rejection_text(text: &str) -> bool {
+    let lower = text.to_lowercase();
+    REJECTION_MARKERS.iter().any(|m| lower.contains(m))
+}
+
+/// A declined tool call: the tool, what it would have done, and the user's reason if given.
+fn rejected(call: &ToolCall) -> Option<Obs> {
+    let text = rejection(call)?;
+    let what = match call.input.get("command") {
+        Some(serde_json::Value::String(c)) => truncate(c.trim(), 300),
+        _ => summarize_args(&call.input, 300),
+    };
+    let mut content = format!("{} declined by the user", call.name);
+    if !what.is_empty() {
+        content.push_str(": ");
+        content.push_str(&what);
+    }
+    // Claude Code appends what the user typed after "the user said:".
+    let reason = text
+        .find("the user said:")
+        .map(|i| text[i + "the user said:".len()..].trim())
+        .filter(|r| !r.is_empty());
+    if let Some(r) = reason {
+        content.push_str("\nreason: ");
+        content.push_str(&truncate(r, 500));
+    }
+    let file = call
+        .input
+        .get("file_path")
+        .and_then(|v| v.as_str())
+        .map(str::to_string);
+    Some(Obs {
+        obs_type: "tool_rejected",
+        file_path: file,
+        content,
+        metadata: meta([("message", json!(truncate(text.trim(), 300)))]),
+        ..Obs::default()
+    })
 }
 
 /// A failed call of any tool but the shell.

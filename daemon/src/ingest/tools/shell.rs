@@ -3,7 +3,7 @@
 
 use super::super::lifecycle::meta;
 use super::super::text::{first_line, head_tail, str_of, truncate};
-use super::super::{Cx, Obs, ToolCall};
+use super::super::{clean, Cx, Obs, ToolCall};
 use serde_json::{json, Map, Value};
 
 pub(super) fn extract(cx: &Cx, call: &ToolCall) -> Option<Obs> {
@@ -29,12 +29,19 @@ pub(super) fn extract(cx: &Cx, call: &ToolCall) -> Option<Obs> {
     let (stdout, stderr) = outputs(call.response.as_deref());
     let mut metadata = meta([("description", json!(str_of(&call.input, "description")))]);
     if let Some((err, code)) = &call.failure {
+        let err = clean::strip(err);
         let mut content = truncate(command, cx.limits.content_chars);
         let body = err
             .strip_prefix("Exit code ")
             .map(|r| r.split_once('\n').map(|x| x.1).unwrap_or(""))
-            .unwrap_or(err);
-        let head = error_lines(body).unwrap_or_else(|| first_line(body, 300));
+            .unwrap_or(&err);
+        let body = if body.trim().is_empty() {
+            // Codex and Cursor put a failure's output in the response.
+            format!("{stdout}\n{stderr}")
+        } else {
+            body.to_string()
+        };
+        let head = error_lines(&body).unwrap_or_else(|| first_line(&body, 300));
         if !head.is_empty() {
             content.push('\n');
             content.push_str(&head);
@@ -43,7 +50,7 @@ pub(super) fn extract(cx: &Cx, call: &ToolCall) -> Option<Obs> {
         let output = if err.is_empty() {
             format!("{stdout}{stderr}")
         } else {
-            err.clone()
+            err.into_owned()
         };
         metadata.insert(
             "output".into(),
@@ -76,14 +83,10 @@ pub(super) fn extract(cx: &Cx, call: &ToolCall) -> Option<Obs> {
         _ => {}
     }
     let mut content = truncate(command, cx.limits.content_chars);
-    // What the command said last (a test summary, "Migrated 3 …"), so it can be found again.
-    if let Some(last) = format!("{stdout}\n{stderr}")
-        .lines()
-        .map(str::trim)
-        .rfind(|l| !l.is_empty())
-    {
+    // What the command said (a test summary, "Migrated 3 …"), so it can be found again.
+    for line in result_lines(&format!("{stdout}\n{stderr}")) {
         content.push_str("\n→ ");
-        content.push_str(&truncate(last, OUTPUT_LINE));
+        content.push_str(&line);
     }
     Some(Obs {
         obs_type,
@@ -93,42 +96,241 @@ pub(super) fn extract(cx: &Cx, call: &ToolCall) -> Option<Obs> {
     })
 }
 
-/// Characters of a successful command's last output line kept in its searchable content.
-const OUTPUT_LINE: usize = 160;
-/// Error lines of a failure kept in its searchable content.
-const ERROR_LINES: usize = 3;
+/// `BashOutput`/`TaskOutput`: the output of a command started in the background, read later.
+/// Stored like the command itself (`command`, or `command_error` when it exited non-zero), with
+/// its result lines.
+pub(super) fn background_output(cx: &Cx, call: &ToolCall) -> Option<Obs> {
+    let resp = call.response.as_deref();
+    // TaskOutput nests the task; BashOutput answers flat.
+    let task = resp.and_then(|r| r.get("task")).or(resp);
+    let field = |k: &str| task.and_then(|t| str_of(t, k));
+    let id = str_of(&call.input, "bash_id")
+        .or_else(|| str_of(&call.input, "task_id"))
+        .or_else(|| str_of(&call.input, "shell_id"));
+    let what = field("command")
+        .or_else(|| field("description"))
+        .map(str::to_string)
+        .or_else(|| id.map(|i| format!("background task {i}")))?;
+    let (stdout, stderr) = outputs(task);
+    let output = format!("{stdout}\n{stderr}");
+    let code = task
+        .and_then(|t| t.get("exitCode").or_else(|| t.get("exit_code")))
+        .and_then(Value::as_i64);
+    let mut metadata = meta([
+        ("background_id", json!(id)),
+        ("status", json!(field("status"))),
+        ("exit_code", json!(code)),
+    ]);
+    let mut content = truncate(what.trim(), cx.limits.content_chars);
+    if code.is_some_and(|c| c != 0) {
+        if let Some(head) = error_lines(&output) {
+            content.push('\n');
+            content.push_str(&head);
+        }
+        metadata.insert(
+            "output".into(),
+            json!(head_tail(
+                &clean::strip(&output),
+                cx.limits.output_head,
+                cx.limits.output_tail
+            )),
+        );
+        return Some(Obs {
+            obs_type: "command_error",
+            content,
+            metadata,
+            ..Obs::default()
+        });
+    }
+    for line in result_lines(&output) {
+        content.push_str("\n→ ");
+        content.push_str(&line);
+    }
+    Some(Obs {
+        obs_type: "command",
+        content,
+        metadata,
+        ..Obs::default()
+    })
+}
 
-/// The lines of a failure's output that say what went wrong: those that mention an error, a
-/// failure or a missing thing (at most a few, distinct); tool banners (`> pkg@1.0 test`) are not.
-fn error_lines(output: &str) -> Option<String> {
-    const MARKERS: &[&str] = &[
+/// Characters of each output line kept in a command's searchable content.
+const OUTPUT_LINE: usize = 160;
+/// Result lines of a successful command kept in its searchable content.
+const RESULT_LINES: usize = 3;
+/// Error lines of a failure kept in its searchable content.
+const ERROR_LINES: usize = 4;
+
+/// Lines that say nothing about the result: blank, progress bars, echoed script banners
+/// (`> tsc`, `> pkg@1.0 build`), truncation markers, warnings (`warnings.warn(`, `npm WARN`,
+/// `DeprecationWarning`, git's CRLF notices).
+fn is_noise(l: &str) -> bool {
+    let lower = l.to_lowercase();
+    l.is_empty()
+        || l.starts_with("> ")
+        || l == ">"
+        || is_progress(l)
+        || is_truncation_marker(l)
+        || lower.starts_with("warning")
+        || lower.starts_with("npm warn")
+        || lower.starts_with("warn ")
+        || lower.contains("warnings.warn(")
+        || lower.contains("warning: ")
+        || lower.contains("deprecationwarning")
+        || lower.contains("userwarning")
+        || lower.contains("futurewarning")
+        || lower.contains("will be replaced by crlf")
+        || lower.contains("will be replaced by lf")
+}
+
+/// `... [1010 lines truncated] ...`, `[truncated]`, `… [N chars elided] …`.
+fn is_truncation_marker(l: &str) -> bool {
+    let lower = l.to_lowercase();
+    (lower.contains("truncated") || lower.contains("elided") || lower.contains("omitted"))
+        && (l.starts_with("...") || l.starts_with('…') || l.starts_with('['))
+}
+
+/// A progress bar or spinner: mostly bar characters, or a percentage with a bar.
+fn is_progress(l: &str) -> bool {
+    const BAR: &[char] = &[
+        '█', '▓', '▒', '░', '■', '□', '━', '─', '=', '#', '>', '-', '.', '|', '/', '\\', '[', ']',
+        ' ', '⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏',
+    ];
+    let n = l.chars().count();
+    let bar = l.chars().filter(|c| BAR.contains(c)).count();
+    let has_bar_run = ["███", "===", "###", "━━━", "▓▓▓", "░░░", "---"]
+        .iter()
+        .any(|r| l.contains(r));
+    (n > 0 && bar * 10 >= n * 9) || (has_bar_run && l.contains('%'))
+}
+
+/// Lines that report success: never the error summary of a failure.
+fn is_passing(l: &str) -> bool {
+    let lower = l.to_lowercase();
+    if lower.contains("fail") || lower.contains("error") {
+        return false; // "1 failed, 3 passed" is a failure's summary
+    }
+    l.starts_with(['✓', '✔', '√'])
+        || lower.starts_with("pass ")
+        || lower.starts_with("ok ")
+        || lower.ends_with(" ... ok")
+        || lower.ends_with(" passed")
+        || lower.ends_with(" ok")
+}
+
+/// The last few meaningful lines of a successful command's output, bounded.
+fn result_lines(output: &str) -> Vec<String> {
+    let output = clean::strip(output);
+    let mut lines: Vec<String> = Vec::new();
+    for l in output.lines().rev().map(str::trim) {
+        if is_noise(l) {
+            continue;
+        }
+        let l = truncate(l, OUTPUT_LINE);
+        if !lines.contains(&l) {
+            lines.push(l);
+        }
+        if lines.len() == RESULT_LINES {
+            break;
+        }
+    }
+    lines.reverse();
+    lines
+}
+
+/// How strongly a line of a failure's output says what failed: 3 for the failure itself (`✗`,
+/// `●`, `FAIL`, `error:`, `panicked`, `Traceback`, an assertion's expected/actual, a failing
+/// test's name), 1 for a line that mentions an error, 0 for the rest (passing lines and noise
+/// included).
+fn failure_score(l: &str) -> u8 {
+    if is_passing(l) || is_noise(l) {
+        return 0;
+    }
+    let lower = l.to_lowercase();
+    const STRONG_START: &[&str] = &[
+        "✗",
+        "✘",
+        "×",
+        "✕",
+        "●",
+        "fail",
+        "error",
+        "e   ",
+        "traceback",
+        "thread '",
+        "---- ",
+        "assertionerror",
+        "expected",
+        "received",
+        "left:",
+        "right:",
+        "- expected",
+        "+ received",
+    ];
+    const STRONG_ANYWHERE: &[&str] = &[
+        "error:",
+        "error[",
+        "panicked at",
+        "assertion",
+        " ... failed",
+        "failed:",
+        "exception:",
+        "fatal:",
+        "not ok ",
+    ];
+    // `pyarrow.lib.ArrowInvalid: …`, `KeyError: 'id'`: an exception's name, then its message.
+    let exception = l.split_once(": ").is_some_and(|(name, _)| {
+        !name.contains(char::is_whitespace)
+            && ["Error", "Exception", "Invalid", "Exit", "Interrupt"]
+                .iter()
+                .any(|e| name.ends_with(e))
+    });
+    if exception
+        || STRONG_START.iter().any(|m| lower.starts_with(m))
+        || STRONG_ANYWHERE.iter().any(|m| lower.contains(m))
+    {
+        return 3;
+    }
+    const WEAK: &[&str] = &[
         "error",
         "failed",
+        "failure",
         "fail ",
         "not found",
         "cannot",
         "can't",
         "denied",
-        "panicked",
         "exception",
         "fatal",
-        "✗",
-        "×",
+        "no such",
+        "refused",
+        "timed out",
     ];
-    let mut found: Vec<String> = Vec::new();
-    for l in output.lines().map(str::trim) {
-        let lower = l.to_lowercase();
-        if !l.is_empty()
-            && MARKERS.iter().any(|m| lower.contains(m))
-            && !found.iter().any(|f| f.as_str() == truncate(l, 200))
-        {
-            found.push(truncate(l, 200));
-            if found.len() == ERROR_LINES {
-                break;
-            }
+    u8::from(WEAK.iter().any(|m| lower.contains(m)))
+}
+
+/// The lines of a failure's output that say what went wrong: the strongest ones (at most a few,
+/// distinct), in the order they came; passing lines, banners and progress never.
+fn error_lines(output: &str) -> Option<String> {
+    let output = clean::strip(output);
+    let mut scored: Vec<(u8, usize, String)> = Vec::new();
+    for (i, l) in output.lines().map(str::trim).enumerate() {
+        let score = failure_score(l);
+        let l = truncate(l, 200);
+        if score > 0 && !scored.iter().any(|(_, _, f)| *f == l) {
+            scored.push((score, i, l));
         }
     }
-    (!found.is_empty()).then(|| found.join("\n"))
+    scored.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    scored.truncate(ERROR_LINES);
+    scored.sort_by_key(|x| x.1);
+    (!scored.is_empty()).then(|| {
+        scored
+            .into_iter()
+            .map(|x| x.2)
+            .collect::<Vec<_>>()
+            .join("\n")
+    })
 }
 
 /// stdout and stderr, whatever shape the response has.
@@ -138,6 +340,7 @@ fn outputs(resp: Option<&Value>) -> (String, String) {
         Some(r @ Value::Object(_)) => (
             str_of(r, "stdout")
                 .or_else(|| str_of(r, "output"))
+                .or_else(|| str_of(r, "aggregated_output"))
                 .unwrap_or("")
                 .to_string(),
             str_of(r, "stderr").unwrap_or("").to_string(),
@@ -276,9 +479,86 @@ mod tests {
         let out = "\n> acme-api@1.14.2 test\n> vitest --run\n\n FAIL  src/routes/invoices.test.ts > pages\n  at x.ts:3\nAssertionError: expected 2 to be 1\nFAIL  src/routes/invoices.test.ts > pages\nerror 3\nerror 4";
         assert_eq!(
             error_lines(out).unwrap(),
-            "FAIL  src/routes/invoices.test.ts > pages\nAssertionError: expected 2 to be 1\nerror 3"
+            "FAIL  src/routes/invoices.test.ts > pages\nAssertionError: expected 2 to be 1\nerror 3\nerror 4"
         );
         assert_eq!(error_lines("all good"), None);
+    }
+
+    /// (output of a failed command, lines that must be in its summary, lines that must not).
+    const FAILURES: &[(&str, &[&str], &[&str])] = &[
+        // Passing ✓ lines around one ✗: the failing test, never a passing one.
+        (
+            "\u{1b}[32m ✓\u{1b}[39m src/a.test.ts (3 tests) 12ms\n \u{1b}[32m✓\u{1b}[39m src/b.test.ts (5 tests)\n \u{1b}[31m✗\u{1b}[39m src/ledger.test.ts > totals > rounds half-even\n   → expected 10.5 to be 10.4\n ✓ src/c.test.ts (2 tests)\n Test Files  1 failed | 3 passed (4)",
+            &["✗ src/ledger.test.ts > totals > rounds half-even", "Test Files  1 failed | 3 passed (4)"],
+            &["✓ src/a.test.ts", "✓ src/b.test.ts", "\u{1b}"],
+        ),
+        // Jest: the ● test name and the expected/received diff.
+        (
+            "PASS src/util.test.ts\nFAIL src/cart.test.ts\n  ● Cart › applies the coupon once\n\n    expect(received).toBe(expected)\n\n    Expected: 90\n    Received: 81\n\n      at Object.<anonymous> (src/cart.test.ts:14:5)",
+            &["● Cart › applies the coupon once", "Expected: 90", "Received: 81"],
+            &["PASS src/util.test.ts"],
+        ),
+        // cargo test: the panicking test and its assertion, not `test … ok`.
+        (
+            "running 3 tests\ntest parse::ok_case ... ok\ntest parse::bad_date ... FAILED\n\nfailures:\n\n---- parse::bad_date stdout ----\nthread 'parse::bad_date' panicked at src/parse.rs:40:9:\nassertion `left == right` failed\n  left: 13\n right: 12\n\ntest result: FAILED. 2 passed; 1 failed",
+            &["test parse::bad_date ... FAILED", "panicked at src/parse.rs:40:9"],
+            &["test parse::ok_case ... ok"],
+        ),
+        // Python: the traceback's exception, with a progress bar before it.
+        (
+            "Downloading model ━━━━━━━━━━━━━━━━━━━━━━━ 100% 0:00:01\nTraceback (most recent call last):\n  File \"etl.py\", line 12, in <module>\n    df.to_parquet(out)\npyarrow.lib.ArrowInvalid: Could not convert 'n/a' with type str: tried to convert to double",
+            &["Traceback (most recent call last):", "pyarrow.lib.ArrowInvalid: Could not convert"],
+            &["Downloading model"],
+        ),
+    ];
+
+    #[test]
+    fn failure_summaries_name_what_failed() {
+        for (out, want, never) in FAILURES {
+            let got = error_lines(out).unwrap();
+            for w in *want {
+                assert!(got.contains(w), "{w:?} missing from {got:?}");
+            }
+            for n in *never {
+                assert!(!got.contains(n), "{n:?} in {got:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn successful_commands_keep_their_result_not_noise() {
+        let cases: &[(&str, &[&str], &[&str])] = &[
+            (
+                "Compiled 42 files\nBuild finished in 3.2s\n/usr/lib/python3/site-packages/x.py:12: UserWarning: deprecated\n  warnings.warn(",
+                &["Compiled 42 files", "Build finished in 3.2s"],
+                &["warnings.warn(", "UserWarning"],
+            ),
+            (
+                "\n> acme-api@1.14.2 build\n> tsc\n\n",
+                &[],
+                &["> tsc", "acme-api@1.14.2"],
+            ),
+            (
+                "line 1\n... [1010 lines truncated] ...\nSeeded 120 invoices\r\nwarning: in the working copy of 'src/a.ts', LF will be replaced by CRLF the next time Git touches it\n",
+                &["Seeded 120 invoices"],
+                &["truncated", "CRLF", "\r"],
+            ),
+            (
+                "[=====>      ] 45%\r[============] 100%\nDone: 3 migrations applied\n",
+                &["Done: 3 migrations applied"],
+                &["45%", "100%"],
+            ),
+        ];
+        for (out, want, never) in cases {
+            let got = result_lines(out).join("\n");
+            for w in *want {
+                assert!(got.contains(w), "{w:?} missing from {got:?}");
+            }
+            for n in *never {
+                assert!(!got.contains(n), "{n:?} in {got:?}");
+            }
+            assert!(got.chars().count() <= RESULT_LINES * (OUTPUT_LINE + 30));
+        }
     }
 
     #[test]
