@@ -39,6 +39,9 @@ pub struct Obs {
     pub content: String,
     pub metadata: Map<String, Value>,
     pub tool_use_id: Option<String>,
+    /// What dedup compares ([`crate::dedup::target_hash`]), computed from the unredacted call: two
+    /// paths that differ only in a redacted segment are two files. A hash, never stored.
+    pub dedup_target: Option<String>,
 }
 
 /// A new row of `prompts`.
@@ -169,11 +172,19 @@ impl Ingest {
         let Some(event) = env.event else {
             return Ok(None);
         };
-        let obj = value.as_object().expect("envelope checked it is an object");
+        let raw_obj = value.as_object().expect("envelope checked it is an object");
         let project = self.projects.resolve(env.cwd);
         if self.excluded.contains(&project.name) {
             return Ok(None);
         }
+        // Redact the whole payload first: everything below cuts and summarises, and a secret cut
+        // in two would no longer be recognised.
+        let mut clean = value.clone();
+        let pre = self.redactor.redact_payload(&mut clean);
+        let obj = match pre {
+            0 => raw_obj,
+            _ => clean.as_object().expect("an object stays one"),
+        };
         let cx = Cx {
             harness: raw.harness,
             event,
@@ -182,25 +193,34 @@ impl Ingest {
             project: &project,
             limits: &self.limits,
         };
-        let (record, effect) = match event {
-            Event::ToolUse | Event::ToolFailure => {
-                let Some(call) = harness::tool_call(&cx) else {
-                    return Ok(None);
-                };
-                match tools::extract(&cx, &call) {
-                    Some(obs) => (Record::Observation(obs), SessionEffect::None),
-                    None => return Ok(None),
+        let Some((mut record, effect)) = extract(&cx) else {
+            return Ok(None);
+        };
+        if let Record::Observation(o) = &mut record {
+            if pre > 0 {
+                // What is never stored as text is taken from the real call: the dedup target,
+                // and the sizes, counts and hash of a file's body.
+                let raw_cx = Cx { obj: raw_obj, ..cx };
+                if let Some((Record::Observation(r), _)) = extract(&raw_cx) {
+                    o.dedup_target = Some(crate::dedup::target_hash(&r));
+                    for (k, v) in r.metadata {
+                        if v.is_number() || k == "sha256" {
+                            o.metadata.insert(k, v);
+                        }
+                    }
                 }
             }
-            _ => lifecycle::extract(&cx),
-        };
-        // Reasoning first: it is older than the event that brought it.
-        let tail = match (raw.harness, cx.str("transcript_path")) {
+        }
+        // Reasoning first: it is older than the event that brought it. Read whole, cut once
+        // redacted.
+        let tail = match (
+            raw.harness,
+            raw_obj.get("transcript_path").and_then(Value::as_str),
+        ) {
             (Harness::ClaudeCode, Some(path)) => {
-                self.tailer
-                    .tail(env.session_id, path, self.limits.prompt_chars, || {
-                        (self.stored_offset)(env.session_id)
-                    })
+                self.tailer.tail(env.session_id, path, usize::MAX, || {
+                    (self.stored_offset)(env.session_id)
+                })
             }
             _ => reasoning::Tail::default(),
         };
@@ -220,6 +240,21 @@ impl Ingest {
             redactions: 0,
         };
         let fully_private = !self.redactor.apply(&mut prepared);
+        if pre > 0 {
+            // The payload pass replaced what the stored strings now carry as markers.
+            let n = prepared.redactions.max(crate::redact::markers(&prepared));
+            prepared.redactions = n;
+            if let Record::Observation(o) = &mut prepared.record {
+                if n > 0 {
+                    o.metadata.insert("redacted".into(), Value::from(n));
+                }
+            }
+        }
+        for t in &mut prepared.thoughts {
+            if t.content.chars().nth(self.limits.prompt_chars).is_some() {
+                t.content = text::truncate(&t.content, self.limits.prompt_chars);
+            }
+        }
         if self.in_private_turn(&prepared, fully_private) {
             // Keep nothing of the turn, but move past its reasoning in the transcript.
             prepared.record = Record::Nothing;
@@ -231,6 +266,17 @@ impl Ingest {
             }
         }
         Ok(Some(prepared))
+    }
+}
+
+/// The record and session change an event makes, or `None` when it stores nothing.
+fn extract(cx: &Cx) -> Option<(Record, SessionEffect)> {
+    match cx.event {
+        Event::ToolUse | Event::ToolFailure => {
+            let call = harness::tool_call(cx)?;
+            tools::extract(cx, &call).map(|obs| (Record::Observation(obs), SessionEffect::None))
+        }
+        _ => Some(lifecycle::extract(cx)),
     }
 }
 
