@@ -2,7 +2,8 @@
 //!
 //! A `file_read` or `search` of the same target in the same session within the window is
 //! counted, not stored again. Writes, edits, errors, prompts and memories are never deduplicated.
-//! The window runs from the last stored occurrence.
+//! The window runs from the last stored occurrence. The key never uses redacted text
+//! ([`target_hash`]).
 //!
 //! Echoes are the other repeat: an event without an id of its own (a prompt, a Stop, a
 //! SubagentStop) delivered twice because the same hook is wired twice. Same session, same event,
@@ -24,6 +25,18 @@ pub struct Dedup {
     seen: HashMap<Key, i64>,
 }
 
+/// What a read or search is of (its path, else its content), hashed: the cache holds no text,
+/// and ingest computes it from the unredacted call (`Obs::dedup_target`), so two paths that
+/// differ only in a redacted segment stay two targets.
+pub fn target_hash(o: &Obs) -> String {
+    use sha2::{Digest, Sha256};
+    let target = o.file_path.as_deref().unwrap_or(&o.content);
+    Sha256::digest(target.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
 impl Dedup {
     pub fn new(window_secs: u64) -> Dedup {
         Dedup {
@@ -36,7 +49,7 @@ impl Dedup {
     pub fn key_for(session_id: &str, o: &Obs) -> Option<Key> {
         match o.obs_type {
             "file_read" | "search" => {
-                let target = o.file_path.clone().unwrap_or_else(|| o.content.clone());
+                let target = o.dedup_target.clone().unwrap_or_else(|| target_hash(o));
                 Some((session_id.to_string(), o.obs_type, target))
             }
             _ => None,

@@ -1,11 +1,23 @@
 //! Redaction: nothing that looks like a credential reaches SQLite.
 //!
 //! Runs in the daemon on every stored string (content, metadata leaves, prompts, paths, session
-//! titles) before the writer sees it. Known formats are replaced by a typed marker such as
-//! `[REDACTED:github_token]`; long high-entropy tokens that mix letters and digits are replaced by
-//! `[REDACTED:high_entropy]`. Kept on purpose: pure hex runs of 7–64 characters (git SHAs,
-//! hashes), UUIDs, paths, and URLs without credentials. `<private>…</private>` spans and nmem's own
-//! injected context (`<nmem-context>…</nmem-context>`) are dropped.
+//! titles) before the writer sees it, and first on the whole payload ([`Redactor::redact_payload`])
+//! so that no truncation or summary can cut a secret in two before it is recognised.
+//!
+//! Two kinds of rules:
+//! * **Typed and context-anchored** ([`BUILTIN`]): known formats (`ghp_…`, `AKIA…`, JWTs, key
+//!   blocks) and values that follow something saying "a secret comes next" (`--api-key`,
+//!   `sshpass -p`, `DD-API-KEY:`, `&sig=`, a `.netrc` `password` field, "the password is …").
+//!   Whatever follows an anchor is redacted, hex strings and UUIDs included.
+//! * **Context-free**: long high-entropy tokens ([`Redactor::redact_high_entropy`]) mixing upper-
+//!   and lowercase letters and digits. This is the only rule that exempts hex runs of 7–64
+//!   characters (git SHAs, hashes) and UUIDs, and the only one that looks at structure: paths and
+//!   URLs keep every segment but one that is itself a credential; store and cache folders (Nix,
+//!   pnpm, macOS temp), `data:` URIs, SRI hashes and ssh public keys are never redacted.
+//!
+//! Replacements are typed markers such as `[REDACTED:github_token]`. `<private>…</private>` spans
+//! and nmem's own injected context (`<nmem-context>…</nmem-context>`) are dropped. Redaction is
+//! idempotent: a second pass over its output changes nothing.
 
 use crate::ingest::{Prepared, Record};
 use regex::{Regex, RegexSet};
@@ -16,6 +28,18 @@ struct Rule {
     name: String,
     re: Regex,
     group: usize,
+    check: Check,
+}
+
+/// What a rule's match must also pass to count. A built-in rule's name carries it after a `/`
+/// (`password/prose`); the marker uses the part before.
+#[derive(Clone, Copy, PartialEq)]
+enum Check {
+    None,
+    /// "the password is …": not when what follows is an ordinary word ("is required").
+    Prose,
+    /// `--token $TOKEN`: a reference to a variable is not its value.
+    Flag,
 }
 
 pub struct Redactor {
@@ -94,6 +118,74 @@ const BUILTIN: &[(&str, &str, usize)] = &[
         r"\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^:/\s@]*:([^@\s/]+)@",
         1,
     ),
+    // Values after an anchor that says what they are: redacted whatever they look like.
+    (
+        "url_secret",
+        r"(?i)(?:[?&;](?:sig|signature|x-amz-signature|x-goog-signature|x-amz-security-token|token|access_token|refresh_token|id_token|auth|auth_token|api_key|apikey|api-key|client_secret|secret|password|passwd|pwd)|(?:^|[\s\x22'])(?:sig|signature))=([^&\s\x22'#<>]+)",
+        1,
+    ),
+    (
+        "telegram_bot_token",
+        r"\b(?:bot)?(\d{6,12}:A[A-Za-z0-9_\-]{30,})",
+        1,
+    ),
+    (
+        "discord_webhook",
+        r"https://(?:ptb\.|canary\.)?discord(?:app)?\.com/api/webhooks/\d+/([A-Za-z0-9_\-]+)",
+        1,
+    ),
+    (
+        "twilio_auth_token",
+        r"\bAC[0-9a-f]{32}\b[\x22'\s,:;]{1,6}([0-9a-f]{32})\b",
+        1,
+    ),
+    (
+        "cli_secret_flag/flag",
+        r"(?:^|[\s\x22'])(?:--auth|--api-key|--apikey|--api-token|--auth-token|--access-token|--token|--password|--passwd|--secret|--client-secret)(?:=|\s+)[\x22']?([^\s\x22']+)",
+        1,
+    ),
+    (
+        "password",
+        r"\bdocker\s+login\b[^\n|;&]*?\s(?:-p|--password)(?:=|\s+)[\x22']?([^\s\x22']+)",
+        1,
+    ),
+    ("password", r"\bsshpass\s+-p\s*[\x22']?([^\s\x22']+)", 1),
+    (
+        "password",
+        r"\bredis-cli\b[^\n|;&]*?\s(?:-a|--pass)(?:=|\s+)[\x22']?([^\s\x22']+)",
+        1,
+    ),
+    (
+        "api_key_header",
+        r"(?i)\b(?:[A-Za-z0-9]+-)*(?:api|app|application)-key[\x22']?\s*:\s*[\x22']?([^\s\x22',;]+)",
+        1,
+    ),
+    (
+        "api_key_header",
+        r"(?i)\b(?:x-(?:[A-Za-z0-9]+-)*token|private-token|auth-token|access-token)[\x22']?\s*:\s*[\x22']?([^\s\x22',;]+)",
+        1,
+    ),
+    (
+        "authorization_header",
+        r"(?i)\bauthorization[\x22']?\s*:\s*[\x22']?(?:basic|bearer|token|bot|digest|apikey|sso-key)\s+([^\s\x22']+)",
+        1,
+    ),
+    (
+        "netrc_password",
+        r"(?i)\b(?:machine\s+\S+(?:\s+(?:login|account)\s+\S+)*|default(?:\s+(?:login|account)\s+\S+)+)\s+password\s+(\S+)",
+        1,
+    ),
+    (
+        "pgpass_password",
+        r"(?m)^[^\s:#]+:(?:\d{1,5}|\*):[^\s:]+:[^\s:]+:(\S+?)\r?$",
+        1,
+    ),
+    (
+        "password/prose",
+        r"(?i)\b(?:password|passphrase|passwd|passcode)\b(?:\s+(?:for|of|on|to)\s+(?:the\s+|my\s+|our\s+)?[\w.@:/\-]+)?\s+(?:is|was|will\s+be)\s*:?\s*[\x22'`]?([^\s\x22'`]{3,})",
+        1,
+    ),
+    ("mailgun_key", r"\bkey-[0-9a-z]{32}\b", 0),
     (
         "bearer_token",
         r"(?i)\b(?:bearer|token)\s+([A-Za-z0-9._~+/\-]{16,}=*)",
@@ -111,7 +203,7 @@ const BUILTIN: &[(&str, &str, usize)] = &[
     ),
     (
         "secret_assignment",
-        r#"(?i)\b[A-Za-z0-9_.\-]*(?:password|passwd|passphrase|pwd|secret|token|api_?key|apikey|access_?key|private_?key|credentials?|auth_?key|signing_?key)[A-Za-z0-9_\-]*["']?\s*[:=]\s*(?:"([^"\n]{4,})"|'([^'\n]{4,})'|([^\s"',;&|]{4,}))"#,
+        r#"(?i)\b[A-Za-z0-9_.\-]*(?:password|passwd|passphrase|pwd|secret|token|api_?key|apikey|access_?key|private_?key|credentials?|auth_?key|signing_?key|account_?key|shared_?access_?key)[A-Za-z0-9_\-]*["']?\s*[:=]\s*(?:"([^"\n]{4,})"|'([^'\n]{4,})'|([^\s"',;&|]{4,}))"#,
         0,
     ),
 ];
@@ -126,10 +218,18 @@ impl Redactor {
         let ascii = |re: &str| re.replace(r"\b", r"(?-u:\b)");
         let mut rules: Vec<Rule> = BUILTIN
             .iter()
-            .map(|(name, re, group)| Rule {
-                name: name.to_string(),
-                re: Regex::new(&ascii(re)).expect("built-in redaction pattern"),
-                group: *group,
+            .map(|(name, re, group)| {
+                let (name, check) = match name.split_once('/') {
+                    Some((n, "prose")) => (n, Check::Prose),
+                    Some((n, "flag")) => (n, Check::Flag),
+                    _ => (*name, Check::None),
+                };
+                Rule {
+                    name: name.to_string(),
+                    re: Regex::new(&ascii(re)).expect("built-in redaction pattern"),
+                    group: *group,
+                    check,
+                }
             })
             .collect();
         let mut errors = Vec::new();
@@ -139,6 +239,7 @@ impl Redactor {
                     name: p.name.clone(),
                     re,
                     group: 0,
+                    check: Check::None,
                 }),
                 Err(e) => errors.push(format!(
                     "redaction pattern `{}` in config.toml is invalid and was skipped: {e}",
@@ -163,21 +264,53 @@ impl Redactor {
 
     /// Redact one string in place; returns how many secrets were replaced.
     pub fn redact(&self, s: &mut String) -> u32 {
-        let mut count = 0;
-        if s.contains("<private>") {
+        // Dropping a span can join what was around it into a new one: until none is left.
+        while s.contains("<private>") {
             *s = self.private.replace_all(s, "").into_owned();
         }
-        if s.contains("<nmem-context>") {
+        while s.contains("<nmem-context>") {
             *s = self.own_context.replace_all(s, "").into_owned();
         }
-        let hits = self.set.matches(s);
-        if hits.matched_any() {
-            for i in hits.iter() {
-                count += self.apply_rule(&self.rules[i], s);
+        let mut count = 0;
+        // A replacement changes the text the other rules see (an anchor's value is gone, a
+        // neighbour's context changed), so a pass that replaced something is followed by another
+        // until one replaces nothing: a second `redact` over the result then has nothing to do.
+        for _ in 0..4 {
+            let mut n = 0;
+            let hits = self.set.matches(s);
+            if hits.matched_any() {
+                for i in hits.iter() {
+                    n += self.apply_rule(&self.rules[i], s);
+                }
+            }
+            n += self.redact_high_entropy(s);
+            count += n;
+            if n == 0 {
+                break;
             }
         }
-        count += self.redact_high_entropy(s);
         count
+    }
+
+    /// Redact every string of a hook payload in place, before anything is extracted from it: the
+    /// extractors cut and summarise (an 80-character argument, the first line of an error), and a
+    /// secret cut in two is no longer recognisable. Identifiers and the envelope's paths are left
+    /// as they are (the event's identity and the transcript to read); whatever of them is stored
+    /// is redacted again on the way out.
+    pub fn redact_payload(&self, v: &mut Value) -> u32 {
+        fn walk(r: &Redactor, v: &mut Value) -> u32 {
+            match v {
+                Value::String(s) => r.redact(s),
+                Value::Array(items) => items.iter_mut().map(|i| walk(r, i)).sum(),
+                Value::Object(map) => map
+                    .iter_mut()
+                    .filter(|(k, _)| !is_identity_key(k))
+                    .map(|(_, i)| walk(r, i))
+                    .sum(),
+                _ => 0,
+            }
+        }
+        walk(self, v)
     }
 
     fn apply_rule(&self, rule: &Rule, s: &mut String) -> u32 {
@@ -185,29 +318,55 @@ impl Redactor {
         let mut out = String::with_capacity(s.len());
         let mut last = 0;
         let mut n = 0;
+        let assignment = rule.name == "secret_assignment";
         for caps in rule.re.captures_iter(s) {
             // The secret is the rule's group, or for assignments whichever value form matched.
-            let m = if rule.name == "secret_assignment" {
+            let m = if assignment {
                 caps.get(1).or_else(|| caps.get(2)).or_else(|| caps.get(3))
             } else {
                 caps.get(rule.group)
             };
             let Some(m) = m else { continue };
-            // Code that refers to a value (`password = req.body.password`) is only unquoted; a
-            // quoted value is a value, whatever it looks like.
-            let quoted = rule.name == "secret_assignment" && caps.get(3).is_none();
-            if rule.name == "secret_assignment"
-                && !quoted
-                && (!looks_like_a_value(m.as_str()) || is_prose(s, &caps[0], m.end()))
-            {
+            if m.as_str().starts_with("[REDACTED:") || m.start() < last {
                 continue;
             }
-            if m.as_str().starts_with("[REDACTED:") {
-                continue;
+            let mut end = m.end();
+            match rule.check {
+                Check::None => {}
+                Check::Prose => {
+                    // The sentence's full stop or comma is not part of the password.
+                    let v = m
+                        .as_str()
+                        .trim_end_matches(['.', ',', ';', ':', '!', '?', ')']);
+                    if v.len() < 3 || is_ordinary_word(v) {
+                        continue;
+                    }
+                    end = m.start() + v.len();
+                }
+                Check::Flag => {
+                    if is_variable_reference(m.as_str()) || m.as_str() == "-" {
+                        continue;
+                    }
+                }
+            }
+            if assignment {
+                let name = caps[0].split([':', '=', '"', '\'']).next().unwrap_or("");
+                // Code that refers to a value (`password = req.body.password`) is only unquoted;
+                // a quoted value is a value, whatever it looks like, unless it is a path.
+                let quoted = caps.get(3).is_none();
+                if is_path_value(m.as_str())
+                    || is_count(name, m.as_str())
+                    || (!quoted
+                        && (!looks_like_a_value(m.as_str())
+                            || is_identifier_reference(m.as_str(), &s[m.end()..])
+                            || is_prose(s, &caps[0], m.end())))
+                {
+                    continue;
+                }
             }
             out.push_str(&s[last..m.start()]);
             out.push_str(&marker);
-            last = m.end();
+            last = end;
             n += 1;
         }
         if n > 0 {
@@ -235,24 +394,41 @@ impl Redactor {
         n
     }
 
+    /// The context-free detector. A candidate that is part of a path or URL is judged segment
+    /// by segment, and only a segment that is itself a credential is replaced: the path around it
+    /// stays searchable, and two paths differing in it stay two paths.
     fn redact_high_entropy(&self, s: &mut String) -> u32 {
-        let mut out = String::new();
-        let mut last = 0;
-        let mut n = 0;
+        let mut ranges: Vec<std::ops::Range<usize>> = Vec::new();
         for m in self.entropy_candidate.find_iter(s) {
-            if !is_secret_like(s, m.start(), m.as_str()) {
+            let tok = m.as_str();
+            if is_structured(s, m.start()) {
                 continue;
             }
-            out.push_str(&s[last..m.start()]);
+            if tok.contains('/') && is_path(s, m.start(), tok) {
+                let mut at = m.start();
+                for seg in tok.split('/') {
+                    if is_secret_segment(seg) {
+                        ranges.push(at..at + seg.len());
+                    }
+                    at += seg.len() + 1;
+                }
+            } else if is_secret_token(tok) {
+                ranges.push(m.range());
+            }
+        }
+        if ranges.is_empty() {
+            return 0;
+        }
+        let mut out = String::with_capacity(s.len());
+        let mut last = 0;
+        for r in &ranges {
+            out.push_str(&s[last..r.start]);
             out.push_str("[REDACTED:high_entropy]");
-            last = m.end();
-            n += 1;
+            last = r.end;
         }
-        if n > 0 {
-            out.push_str(&s[last..]);
-            *s = out;
-        }
-        n
+        out.push_str(&s[last..]);
+        *s = out;
+        ranges.len() as u32
     }
 
     fn redact_value(&self, v: &mut Value) -> u32 {
@@ -312,6 +488,41 @@ impl Redactor {
         p.redactions = n;
         true
     }
+}
+
+/// How many redaction markers the strings an event will store carry: the payload pass
+/// ([`Redactor::redact_payload`]) replaced them before extraction, so this is its count of what
+/// is stored (not of what was redacted in parts of the payload nmem does not keep).
+pub fn markers(p: &Prepared) -> u32 {
+    fn in_value(v: &Value) -> usize {
+        match v {
+            Value::String(s) => s.matches("[REDACTED:").count(),
+            Value::Array(a) => a.iter().map(in_value).sum(),
+            Value::Object(o) => o.values().map(in_value).sum(),
+            _ => 0,
+        }
+    }
+    let count = |s: &str| s.matches("[REDACTED:").count();
+    let mut n = p.thoughts.iter().map(|t| count(&t.content)).sum::<usize>();
+    match &p.record {
+        Record::Observation(o) => {
+            n += count(&o.content);
+            n += o.file_path.as_deref().map_or(0, count);
+            n += o.rel_path.as_deref().map_or(0, count);
+            n += o
+                .metadata
+                .iter()
+                .filter(|(k, _)| k.as_str() != "redacted")
+                .map(|(_, v)| in_value(v))
+                .sum::<usize>();
+        }
+        Record::Prompt(pr) => n += count(&pr.content),
+        Record::Nothing => {}
+    }
+    if let crate::ingest::SessionEffect::Start { title: Some(t), .. } = &p.effect {
+        n += count(t);
+    }
+    n.min(u32::MAX as usize) as u32
 }
 
 /// `Passwords: argon2id with a per-user salt`, `SigningKeyNotFoundError: Unable to …`: a name,
@@ -386,16 +597,299 @@ fn looks_like_a_value(v: &str) -> bool {
         ))
 }
 
-/// Is this 20+ character run a secret? Mixed letters and digits, high entropy, and none of the
-/// things that look random but are not: hex (git SHAs, hashes), UUIDs, path segments, URLs.
-fn is_secret_like(whole: &str, start: usize, tok: &str) -> bool {
-    let t = tok.trim_end_matches('=');
-    if t.len() < 20 || t.starts_with("REDACTED") {
+/// Keys of a payload that identify rather than say something: the event's identity and the
+/// envelope's paths. Left as they are by [`Redactor::redact_payload`] (a redacted id would merge
+/// two events; the transcript path is opened); what of them is stored is redacted on its own.
+pub fn is_identity_key(key: &str) -> bool {
+    matches!(
+        key,
+        "session_id" | "transcript_path" | "cwd" | "hook_event_name" | "id"
+    ) || key.ends_with("_id")
+        || key.ends_with("Id")
+}
+
+/// Words that follow "the password is" in a sentence about passwords rather than in one giving
+/// one away: `the password is required`, `… is hashed with argon2`, `… was too short`.
+fn is_ordinary_word(v: &str) -> bool {
+    let w = v.to_ascii_lowercase();
+    if !w.bytes().all(|b| b.is_ascii_lowercase() || b == b'-') {
         return false;
     }
-    let has_digit = t.bytes().any(|b| b.is_ascii_digit());
-    let has_alpha = t.bytes().any(|b| b.is_ascii_alphabetic());
-    if !has_digit || !has_alpha {
+    const WORDS: &[&str] = &[
+        "not",
+        "no",
+        "now",
+        "still",
+        "also",
+        "only",
+        "just",
+        "never",
+        "always",
+        "too",
+        "very",
+        "the",
+        "a",
+        "an",
+        "in",
+        "on",
+        "at",
+        "from",
+        "via",
+        "by",
+        "for",
+        "of",
+        "to",
+        "with",
+        "what",
+        "which",
+        "that",
+        "this",
+        "it",
+        "its",
+        "your",
+        "my",
+        "our",
+        "their",
+        "his",
+        "her",
+        "set",
+        "wrong",
+        "incorrect",
+        "invalid",
+        "valid",
+        "correct",
+        "right",
+        "required",
+        "missing",
+        "empty",
+        "blank",
+        "null",
+        "none",
+        "nil",
+        "undefined",
+        "optional",
+        "mandatory",
+        "weak",
+        "strong",
+        "secure",
+        "insecure",
+        "short",
+        "long",
+        "same",
+        "different",
+        "ok",
+        "okay",
+        "fine",
+        "good",
+        "bad",
+        "unknown",
+        "known",
+        "secret",
+        "available",
+        "unavailable",
+        "visible",
+        "hidden",
+        "masked",
+        "plain",
+        "plaintext",
+        "cleartext",
+        "case-sensitive",
+        "probably",
+        "likely",
+        "definitely",
+        "actually",
+        "really",
+        "either",
+        "neither",
+        "both",
+        "one",
+        "there",
+        "here",
+        "stored",
+        "hashed",
+        "salted",
+        "encrypted",
+        "expired",
+        "changed",
+        "reset",
+        "rotated",
+        "updated",
+        "saved",
+        "sent",
+        "read",
+        "given",
+        "provided",
+        "needed",
+        "checked",
+        "compared",
+        "verified",
+        "validated",
+        "supplied",
+        "taken",
+        "generated",
+        "logged",
+        "printed",
+        "shown",
+        "displayed",
+        "ignored",
+        "accepted",
+        "rejected",
+        "used",
+        "being",
+        "kept",
+        "managed",
+        "handled",
+        "configured",
+        "specified",
+        "defined",
+        "entered",
+        "typed",
+        "hardcoded",
+        "enough",
+        "shorter",
+        "longer",
+        "stale",
+        "old",
+        "new",
+        "current",
+        "default",
+        "unchanged",
+        "passed",
+        "injected",
+    ];
+    WORDS.contains(&w.as_str())
+        || (w.len() > 4 && (w.ends_with("ed") || w.ends_with("ly") || w.ends_with("ing")))
+}
+
+/// `$TOKEN`, `${API_KEY}`, `$(cat key)`: a reference, not the value.
+fn is_variable_reference(v: &str) -> bool {
+    let v = v.trim_matches(['"', '\'']);
+    let Some(name) = v.strip_prefix('$') else {
+        return false;
+    };
+    let name = name
+        .strip_prefix('{')
+        .and_then(|n| n.strip_suffix('}'))
+        .unwrap_or(name);
+    name.starts_with('(')
+        || (!name.is_empty()
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_'))
+}
+
+/// `SECRETS_FILE=./config/.env.production`, `credentials: ~/.aws/credentials`: a value that is
+/// a path names where a secret is, not the secret.
+fn is_path_value(v: &str) -> bool {
+    (v.starts_with('/') || v.starts_with("./") || v.starts_with("../") || v.starts_with("~/"))
+        && v.len() > 1
+        && !v.contains(char::is_whitespace)
+}
+
+/// `tokens=8000`, `max_tokens: 4096`: a count of tokens, not a token.
+fn is_count(name: &str, v: &str) -> bool {
+    name.to_ascii_lowercase().contains("token") && v.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// `token: verificationToken,` (an object literal's shorthand or a variable in code): an
+/// identifier without digits, camel-cased or followed by code punctuation.
+fn is_identifier_reference(v: &str, after: &str) -> bool {
+    let ident = !v.is_empty() && v.bytes().all(|b| b.is_ascii_alphabetic() || b == b'_');
+    let camel = v
+        .as_bytes()
+        .windows(2)
+        .any(|w| w[0].is_ascii_lowercase() && w[1].is_ascii_uppercase());
+    ident && (camel || after.starts_with([',', ')', ';', '}']))
+}
+
+/// Is the candidate at `start` inside something whose randomness is its structure: a `data:`
+/// URI, an SRI or Go module hash, an ssh public key, or a URL without credentials.
+fn is_structured(s: &str, start: usize) -> bool {
+    let delim = |c: char| c.is_whitespace() || matches!(c, '"' | '\'' | '`' | '(' | '<' | '[');
+    // A word is looked at within a window: text without delimiters (a minified bundle) must not
+    // make every candidate scan back to its start.
+    let lo = floor_boundary(s, start.saturating_sub(WINDOW));
+    let hi = floor_boundary(s, (start + WINDOW).min(s.len()));
+    let word_start = s[lo..start].rfind(delim).map_or(lo, |i| lo + i + 1);
+    let word_end = s[start..hi].find(delim).map_or(hi, |i| start + i);
+    let before = &s[word_start..start];
+    let word = &s[word_start..word_end];
+    // `data:image/png;base64,iVBOR…`: content, not a credential.
+    if before.contains("data:") {
+        return true;
+    }
+    // `sha512-…` (SRI integrity), `sha256-…` (Nix narHash), `h1:…` (go.sum).
+    let tok = &s[start..word_end];
+    if ["sha1-", "sha256-", "sha384-", "sha512-", "md5-"]
+        .iter()
+        .any(|p| tok.starts_with(p) || before.ends_with(p))
+        || before.ends_with("h1:")
+        || before.ends_with("sha256:")
+        || before.ends_with("sha512:")
+    {
+        return true;
+    }
+    // `ssh-ed25519 AAAAC3Nza…`: a public key.
+    if tok.starts_with("AAAA") && before.is_empty() {
+        let prev = s[floor_boundary(s, word_start.saturating_sub(64))..word_start].trim_end();
+        let prev = &prev[prev.rfind(delim).map_or(0, |i| i + 1)..];
+        if ["ssh-", "ecdsa-", "sk-ssh-", "sk-ecdsa-"]
+            .iter()
+            .any(|p| prev.starts_with(p))
+        {
+            return true;
+        }
+    }
+    // A URL whose authority has no user info: its secrets are the typed rules' (`&sig=`).
+    if let Some(i) = word.find("://") {
+        let rest = &word[i + 3..];
+        let authority = &rest[..rest.find('/').unwrap_or(rest.len())];
+        return !authority.contains('@');
+    }
+    false
+}
+
+/// How far around a candidate [`is_structured`] looks for the word it is part of.
+const WINDOW: usize = 512;
+
+/// The nearest character boundary at or before `i`.
+fn floor_boundary(s: &str, mut i: usize) -> usize {
+    while !s.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
+}
+
+/// Does a candidate with a `/` belong to a path (judged per segment) rather than being one
+/// base64 blob?
+fn is_path(s: &str, start: usize, tok: &str) -> bool {
+    let before = &s[..start];
+    tok.starts_with('/')
+        || before.ends_with(['/', '.', '~', ':', '@', '+'])
+        || tok.split('/').any(|seg| {
+            seg.len() >= 3
+                && seg
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b == b'_' || b == b'-')
+        })
+        || tok
+            .split('/')
+            .all(|seg| seg.len() <= 24 && entropy(seg) < 3.6)
+}
+
+/// A path segment is a credential only if it is one on its own, and mixes upper- and lowercase
+/// letters with digits: store hashes (Nix, pnpm), temp folders and cuids are lowercase.
+fn is_secret_segment(seg: &str) -> bool {
+    is_secret_token(seg)
+}
+
+/// Is this 20+ character run a secret? Mixed upper- and lowercase letters and digits, high
+/// entropy, and none of the things that look random but are not: hex (git SHAs, hashes), UUIDs,
+/// ids with a known prefix, a name with a lowercase or uppercase-only id (`agent-q6wf1x…`,
+/// `db-6Q2ZK3…`, ULIDs).
+fn is_secret_token(tok: &str) -> bool {
+    let t = tok.trim_end_matches('=');
+    if t.len() < 20 || t.starts_with("REDACTED") {
         return false;
     }
     if t.len() <= 64 && t.bytes().all(|b| b.is_ascii_hexdigit()) {
@@ -404,41 +898,26 @@ fn is_secret_like(whole: &str, start: usize, tok: &str) -> bool {
     if is_uuid_like(t) {
         return false;
     }
-    // Part of a URL without credentials, or of a path: look at the whitespace-delimited word.
-    let word_start = whole[..start]
-        .rfind(|c: char| c.is_whitespace() || c == '"' || c == '\'')
-        .map(|i| i + 1)
-        .unwrap_or(0);
-    let word = &whole[word_start..];
-    let word = &word[..word.find(char::is_whitespace).unwrap_or(word.len())];
-    if word.contains("://") && !word.contains('@') {
+    // Identifiers like `toolu_01Hq…` are random but not secret.
+    if ["toolu_", "srvtoolu_", "call_", "msg_", "req_"]
+        .iter()
+        .any(|p| t.starts_with(p))
+    {
         return false;
     }
-    if t.contains('/') || whole[..start].ends_with('/') || whole[..start].ends_with('.') {
-        // Paths: every segment short or word-like. Base64 keys have long mixed segments.
-        let segs_pathlike = t
-            .split('/')
-            .all(|seg| seg.len() <= 24 && entropy(seg) < 3.6);
-        let in_path = segs_pathlike
-            || word.starts_with('/')
-            || word.starts_with("./")
-            || word.starts_with("~/");
-        if in_path
-            && !t
-                .split('/')
-                .any(|seg| seg.len() >= 20 && is_mixed_random(seg))
-        {
-            return false;
+    // A leading name (`session-`, `db_`) says what the rest is; judge the rest.
+    let mut rest = t;
+    while let Some(i) = rest.find(['-', '_']) {
+        if i > 0 && rest[..i].bytes().all(|b| b.is_ascii_lowercase()) {
+            rest = &rest[i + 1..];
+        } else {
+            break;
         }
     }
-    // Identifiers like `toolu_01Hq…` are random but not secret; snake or kebab names with a
-    // number are not random at all.
-    if t.starts_with("toolu_")
-        || t.starts_with("srvtoolu_")
-        || t.starts_with("call_")
-        || t.starts_with("msg_")
-        || t.starts_with("req_")
-    {
+    let upper = rest.bytes().any(|b| b.is_ascii_uppercase());
+    let lower = rest.bytes().any(|b| b.is_ascii_lowercase());
+    let digit = rest.bytes().any(|b| b.is_ascii_digit());
+    if !(upper && lower && digit) || rest.len() < 16 {
         return false;
     }
     is_mixed_random(t)
@@ -517,4 +996,9 @@ fn entropy(s: &str) -> f64 {
 }
 
 #[cfg(test)]
+mod cut_tests;
+#[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod figure;

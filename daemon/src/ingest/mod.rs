@@ -41,6 +41,9 @@ pub struct Obs {
     pub content: String,
     pub metadata: Map<String, Value>,
     pub tool_use_id: Option<String>,
+    /// What dedup compares ([`crate::dedup::target_hash`]), computed from the unredacted call: two
+    /// paths that differ only in a redacted segment are two files. A hash, never stored.
+    pub dedup_target: Option<String>,
 }
 
 /// A new row of `prompts`.
@@ -204,12 +207,20 @@ impl Ingest {
         let Some(event) = env.event else {
             return Ok(None);
         };
-        let obj = value.as_object().expect("envelope checked it is an object");
+        let raw_obj = value.as_object().expect("envelope checked it is an object");
         bounds::check_cwd(env.cwd).map_err(PrepareError::TooLong)?;
         let project = self.projects.resolve(env.cwd);
         if self.excluded.contains(&project.name) {
             return Ok(None);
         }
+        // Redact the whole payload first: everything below cuts and summarises, and a secret cut
+        // in two would no longer be recognised.
+        let mut clean = value.clone();
+        let pre = self.redactor.redact_payload(&mut clean);
+        let obj = match pre {
+            0 => raw_obj,
+            _ => clean.as_object().expect("an object stays one"),
+        };
         let cx = Cx {
             harness: raw.harness,
             event,
@@ -220,25 +231,41 @@ impl Ingest {
             limits: &self.limits,
             plans: &self.plans,
         };
-        let (record, effect) = match event {
-            Event::ToolUse | Event::ToolFailure => {
-                let Some(call) = harness::tool_call(&cx) else {
-                    return Ok(None);
+        let Some((mut record, effect)) = extract(&cx) else {
+            return Ok(None);
+        };
+        if let Record::Observation(o) = &mut record {
+            if pre > 0 {
+                // What is never stored as text is taken from the real call: the dedup target,
+                // and the sizes, counts and hash of a file's body.
+                // A scratch plan memory: the session's real one already moved to this call's
+                // plan, and a plan's counts come from the redacted extraction.
+                let scratch = PlanMemory::default();
+                let raw_cx = Cx {
+                    obj: raw_obj,
+                    plans: &scratch,
+                    ..cx
                 };
-                match tools::extract(&cx, &call) {
-                    Some(obs) => (Record::Observation(obs), SessionEffect::None),
-                    None => return Ok(None),
+                if let Some((Record::Observation(r), _)) = extract(&raw_cx).filter(|_| o.obs_type != "plan") {
+                    o.dedup_target = Some(crate::dedup::target_hash(&r));
+                    for (k, v) in r.metadata {
+                        if v.is_number() || k == "sha256" {
+                            o.metadata.insert(k, v);
+                        }
+                    }
                 }
             }
-            _ => lifecycle::extract(&cx),
-        };
-        // Reasoning first: it is older than the event that brought it.
-        let tail = match (raw.harness, cx.str("transcript_path")) {
+        }
+        // Reasoning first: it is older than the event that brought it. Read whole, cut once
+        // redacted.
+        let tail = match (
+            raw.harness,
+            raw_obj.get("transcript_path").and_then(Value::as_str),
+        ) {
             (Harness::ClaudeCode, Some(path)) => {
-                self.tailer
-                    .tail(env.session_id, path, self.limits.prompt_chars, || {
-                        (self.stored_offset)(env.session_id)
-                    })
+                self.tailer.tail(env.session_id, path, usize::MAX, || {
+                    (self.stored_offset)(env.session_id)
+                })
             }
             _ => reasoning::Tail::default(),
         };
@@ -261,6 +288,21 @@ impl Ingest {
         // would hide it from the patterns).
         clean_prepared(&mut prepared);
         let fully_private = !self.redactor.apply(&mut prepared);
+        if pre > 0 {
+            // The payload pass replaced what the stored strings now carry as markers.
+            let n = prepared.redactions.max(crate::redact::markers(&prepared));
+            prepared.redactions = n;
+            if let Record::Observation(o) = &mut prepared.record {
+                if n > 0 {
+                    o.metadata.insert("redacted".into(), Value::from(n));
+                }
+            }
+        }
+        for t in &mut prepared.thoughts {
+            if t.content.chars().nth(self.limits.prompt_chars).is_some() {
+                t.content = text::truncate(&t.content, self.limits.prompt_chars);
+            }
+        }
         // After redaction, so a cut never leaves part of a secret the patterns no longer match.
         bounds::cap(&mut prepared);
         if self.in_private_turn(&prepared, fully_private) {
@@ -274,6 +316,17 @@ impl Ingest {
             }
         }
         Ok(Some(prepared))
+    }
+}
+
+/// The record and session change an event makes, or `None` when it stores nothing.
+fn extract(cx: &Cx) -> Option<(Record, SessionEffect)> {
+    match cx.event {
+        Event::ToolUse | Event::ToolFailure => {
+            let call = harness::tool_call(cx)?;
+            tools::extract(cx, &call).map(|obs| (Record::Observation(obs), SessionEffect::None))
+        }
+        _ => Some(lifecycle::extract(cx)),
     }
 }
 

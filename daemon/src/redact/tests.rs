@@ -1,7 +1,8 @@
 use super::*;
 
-fn redactor() -> Redactor {
-    Redactor::new(&[]).0
+fn redactor() -> &'static Redactor {
+    static R: std::sync::OnceLock<Redactor> = std::sync::OnceLock::new();
+    R.get_or_init(|| Redactor::new(&[]).0)
 }
 
 fn red(s: &str) -> String {
@@ -251,4 +252,161 @@ fn quoted_values_are_values_and_dotenv_files_hide_every_value() {
         "{}",
         o.content
     );
+}
+
+/// `tests/fixtures/redaction/table.json`: the secrets and false-positive tables, shared with the
+/// end-to-end test (tests/tests/redaction.rs).
+fn table() -> serde_json::Value {
+    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/fixtures/redaction/table.json");
+    serde_json::from_slice(&std::fs::read(&p).expect("the redaction table")).unwrap()
+}
+
+/// The 6-character pieces of a secret: none may survive, so a secret cut in two is caught too.
+fn pieces(secret: &str) -> Vec<&str> {
+    let b = secret.as_bytes();
+    (0..b.len().saturating_sub(5))
+        .filter(|&i| secret.is_char_boundary(i) && secret.is_char_boundary(i + 6))
+        .map(|i| &secret[i..i + 6])
+        .collect()
+}
+
+#[test]
+fn the_secrets_table_is_redacted_with_its_markers() {
+    let t = table();
+    let rows = t["secrets"].as_array().unwrap();
+    assert!(rows.len() >= 25);
+    let mut failures = Vec::new();
+    for row in rows {
+        let (kind, text, secret) = (
+            row["kind"].as_str().unwrap(),
+            row["text"].as_str().unwrap(),
+            row["secret"].as_str().unwrap(),
+        );
+        assert!(text.contains(secret), "the table's own row: {text}");
+        let out = red(text);
+        if let Some(p) = pieces(secret).into_iter().find(|p| out.contains(p)) {
+            failures.push(format!("{kind}: `{p}` of {secret:?} survived in {out:?}"));
+        } else if !out.contains(&format!("[REDACTED:{kind}]")) {
+            failures.push(format!("{kind}: no [REDACTED:{kind}] in {out:?}"));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn the_false_positive_table_is_kept_verbatim() {
+    let t = table();
+    let rows = t["keep"].as_array().unwrap();
+    assert!(rows.len() >= 30);
+    let failures: Vec<String> = rows
+        .iter()
+        .filter_map(|row| {
+            let text = row["text"].as_str().unwrap();
+            let out = red(text);
+            (out != text).then(|| format!("{}: {text:?}\n  became {out:?}", row["shape"]))
+        })
+        .collect();
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn a_credential_segment_is_replaced_and_the_path_around_it_kept() {
+    let key = "Zk9xR2vT8qLm4NpW7sYc3HdJ6bFgA1eU";
+    let path = format!("/home/dev/.config/acme/{key}/settings.json");
+    assert_eq!(
+        red(&path),
+        "/home/dev/.config/acme/[REDACTED:high_entropy]/settings.json"
+    );
+    // A typed token as a folder name: only that segment.
+    assert_eq!(
+        red("/tmp/ghp_FAKE0example0token0for0nmem0tests0AB/config"),
+        "/tmp/[REDACTED:github_token]/config"
+    );
+}
+
+#[test]
+fn context_anchored_rules_redact_hex_and_uuids_the_context_free_one_does_not() {
+    let hex = "0123456789abcdef0123456789abcdef";
+    let uuid = "4b1f0c2e-9a7d-4e3b-8c6f-2d5a1e0b9c47";
+    assert_eq!(red(&format!("commit {hex}")), format!("commit {hex}"));
+    assert_eq!(red(&format!("session {uuid}")), format!("session {uuid}"));
+    for text in [
+        format!("heroku apps --api-key {uuid}"),
+        format!("acme --auth {hex}"),
+        format!("-H 'DD-API-KEY: {hex}'"),
+        format!("https://x.example/a?sig={hex}"),
+        format!("password: {uuid}"),
+        format!("machine m login l password {hex}"),
+        format!("h:5432:db:u:{uuid}"),
+    ] {
+        let out = red(&text);
+        assert!(
+            !out.contains(hex) && !out.contains(uuid),
+            "{text} became {out}"
+        );
+    }
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(1000))]
+
+    /// Arbitrary text never panics the redactor, and its output is a fixed point.
+    #[test]
+    fn redaction_never_panics_and_is_idempotent(s in "\\PC{0,300}") {
+        let r = redactor();
+        let mut once = s.clone();
+        r.redact(&mut once);
+        let mut twice = once.clone();
+        r.redact(&mut twice);
+        proptest::prop_assert_eq!(once, twice);
+    }
+
+    /// The same with the pieces rules look for: anchors, separators, private spans, random runs.
+    #[test]
+    fn redaction_of_secret_like_text_is_idempotent(parts in proptest::collection::vec(proptest::prop_oneof![
+        proptest::strategy::Just("password".to_string()),
+        proptest::strategy::Just(" is ".to_string()),
+        proptest::strategy::Just(": ".to_string()),
+        proptest::strategy::Just("=".to_string()),
+        proptest::strategy::Just("/".to_string()),
+        proptest::strategy::Just("&sig=".to_string()),
+        proptest::strategy::Just("--api-key ".to_string()),
+        proptest::strategy::Just("machine x login y password ".to_string()),
+        proptest::strategy::Just("<private>".to_string()),
+        proptest::strategy::Just("</private>".to_string()),
+        proptest::strategy::Just("[REDACTED:x]".to_string()),
+        proptest::strategy::Just("\n".to_string()),
+        proptest::strategy::Just("sha512-".to_string()),
+        proptest::strategy::Just("data:".to_string()),
+        proptest::strategy::Just("https://".to_string()),
+        "[A-Za-z0-9+/_-]{1,40}",
+        "[ :=@.\"']{1,3}",
+    ], 0..24)) {
+        let s: String = parts.concat();
+        let r = redactor();
+        let mut once = s.clone();
+        r.redact(&mut once);
+        let mut twice = once.clone();
+        r.redact(&mut twice);
+        proptest::prop_assert_eq!(once, twice);
+    }
+}
+
+/// A megabyte without whitespace (a minified bundle, a hostile payload) of secret-like runs:
+/// every candidate looks at its word within a window, so this is linear, not quadratic. A hang
+/// test: it fails on a deadline far above what the work takes, never on speed.
+#[test]
+fn a_megabyte_without_delimiters_does_not_hang() {
+    let text: String = "Zk9xR2vT8qLm4NpW7sYc3H.".repeat(45_000);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut s = text;
+        let n = redactor().redact(&mut s);
+        tx.send(n).unwrap();
+    });
+    let n = rx
+        .recv_timeout(std::time::Duration::from_secs(120))
+        .expect("redaction of 1 MB finished within the deadline");
+    assert_eq!(n, 45_000);
 }
