@@ -221,6 +221,9 @@ enum Command {
         /// Read and count, store nothing.
         #[arg(long)]
         dry_run: bool,
+        /// Print the summary (counts, and every line not stored by reason) as JSON.
+        #[arg(long)]
+        json: bool,
     },
     /// Remember something for later sessions.
     Save {
@@ -320,6 +323,7 @@ fn main() -> ExitCode {
             since,
             project,
             dry_run,
+            json,
         } => {
             let Some(sources) = nmem_shim::import::Source::parse(&harness) else {
                 eprintln!("nmem import: --harness takes claude-code, codex, gemini or all (not `{harness}`)");
@@ -342,6 +346,7 @@ fn main() -> ExitCode {
                 since_ms,
                 project,
                 dry_run,
+                json,
             })
         }
         Command::Install {
