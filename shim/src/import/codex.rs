@@ -729,6 +729,37 @@ mod tests {
         assert!(!events.iter().any(|e| e.event == "Stop"));
     }
 
+    /// A subagent's rollout (spawned by `spawn_agent`): its prompt is the parent agent's task,
+    /// counted, not stored as the user's; its tool calls are kept.
+    #[test]
+    fn a_subagents_rollout_gives_its_calls_but_not_its_prompt() {
+        let line = |kind: &str, payload: Value| {
+            json!({"timestamp": "2026-01-01T10:00:00.000Z", "type": kind, "payload": payload})
+                .to_string()
+        };
+        let text = [
+            line("session_meta", json!({"id": "child", "cwd": "/p",
+                "source": {"subagent": {"thread_spawn": {"parent_thread_id": "parent", "depth": 1}}}})),
+            line("event_msg", json!({"type": "user_message", "message": "list the refund call sites"})),
+            line("response_item", json!({"type": "function_call", "name": "exec_command",
+                "arguments": "{\"cmd\":\"rg refunds\"}", "call_id": "c1"})),
+            line("response_item", json!({"type": "function_call_output", "call_id": "c1",
+                "output": "Exit code: 0\nOutput:\nsrc/a.ts:1\n"})),
+        ]
+        .join("\n");
+        let counts = Counts::default();
+        let events = parse(text.as_bytes(), "t", &super::super::tests::opts(), &counts);
+        assert!(!events.iter().any(|e| e.event == "UserPromptSubmit"));
+        assert_eq!(counts.skipped(Reason::SubagentPrompt), 1);
+        assert_eq!(
+            events
+                .iter()
+                .filter(|e| e.event == "PostToolUse" && e.session == "child")
+                .count(),
+            1
+        );
+    }
+
     #[test]
     fn outputs_of_every_generation() {
         let (t, c) = output_text(&json!(

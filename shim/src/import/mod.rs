@@ -7,8 +7,11 @@
 //! file (session, line or call id, kind), tool calls carry their call id and prompts their
 //! prompt or turn id, so importing twice, or importing a session that was also captured live,
 //! stores it once; a file that grew since adds only its new part. Lines that are half-written,
-//! corrupt or of unknown kinds are skipped and counted, never fatal. Events travel in batches
-//! (`/v1/events/batch`) so the writer commits thousands per transaction.
+//! corrupt or of unknown kinds are skipped, never fatal. Every line read is either used or counted
+//! under a `Reason` (bookkeeping, harness text, a subagent's task, a fork's copy of its parent…),
+//! printed in the summary and in `--json`, so nothing vanishes uncounted. Only the user's words
+//! are stored as the user's prompts. Events travel in batches (`/v1/events/batch`) so the writer
+//! commits thousands per transaction.
 
 mod claude;
 mod codex;
