@@ -15,6 +15,41 @@ fn import(home: &Home, paths: &[&Path]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// `nmem import --json` of these paths (or, with none, of the harness folders under HOME = the
+/// test's home): the summary, after checking that every line read is accounted for.
+fn import_json(home: &Home, args: &[&std::ffi::OsStr]) -> serde_json::Value {
+    let out = home
+        .cmd("nmem")
+        .arg("import")
+        .arg("--json")
+        .args(args)
+        .env("HOME", &home.dir)
+        .env_remove("CODEX_HOME")
+        .env_remove("CLAUDE_CONFIG_DIR")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+    let not_stored: u64 = v["not_stored"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|c| c.as_u64().unwrap())
+        .sum();
+    assert_eq!(
+        v["lines"].as_u64().unwrap(),
+        v["used"].as_u64().unwrap() + not_stored,
+        "every line is used or counted under a reason: {v}"
+    );
+    v
+}
+
+/// A count of the summary's `not_stored`, 0 when the reason is absent.
+fn not_stored(v: &serde_json::Value, reason: &str) -> u64 {
+    v["not_stored"][reason].as_u64().unwrap_or(0)
+}
+
 fn sample(home: &Home) -> std::path::PathBuf {
     let dir = home.dir.join("projects/-home-dev-projects-acme-api");
     std::fs::create_dir_all(&dir).unwrap();
@@ -110,8 +145,9 @@ fn broken_lines_are_counted_and_secrets_redacted() {
         std::os::unix::fs::PermissionsExt::from_mode(0o000),
     )
     .unwrap();
-    let out = import(&home, &[&dir]);
-    assert!(out.contains("2 skipped"), "{out}");
+    let out = import_json(&home, &[dir.as_os_str()]);
+    assert_eq!(not_stored(&out, "not_json"), 2, "{out}");
+    assert_eq!(not_stored(&out, "unknown_kind"), 1, "{out}");
     assert_eq!(home.count("SELECT COUNT(*) FROM prompts"), 1);
     assert_eq!(
         home.count("SELECT COUNT(*) FROM prompts WHERE content LIKE '%[REDACTED:github_token]%'"),
@@ -184,10 +220,13 @@ fn codex_rollouts_of_two_generations_import_once_and_match_live_capture() {
     assert!(home.record("codex", &live).status.success());
     assert_eq!(home.count("SELECT COUNT(*) FROM observations"), 1);
 
-    let out = import_with(&home, &["--harness", "codex"]);
-    assert!(out.contains("imported 2 files"), "{out}");
-    // The corrupt line, the unknown kind and the half-written last line.
-    assert!(out.contains("(3 skipped)"), "{out}");
+    let out = import_json(&home, &["--harness".as_ref(), "codex".as_ref()]);
+    assert_eq!(out["files"], 2, "{out}");
+    // The corrupt line and the half-written last line; the unknown kind.
+    assert_eq!(not_stored(&out, "not_json"), 2, "{out}");
+    assert_eq!(not_stored(&out, "unknown_kind"), 1, "{out}");
+    // The newer file's mirrored user message and shell result.
+    assert_eq!(not_stored(&out, "mirror"), 2, "{out}");
     let q = |sql: &str| home.count(sql);
     // Scaffolding is not a prompt; the newer file's prompt is not taken twice.
     assert_eq!(q("SELECT COUNT(*) FROM prompts WHERE source = 'user'"), 2);
@@ -330,9 +369,14 @@ fn gemini_chats_json_and_jsonl_import_with_their_folders() {
     )
     .unwrap();
     assert_eq!(r.status, 200);
-    let out = import_with(&home, &["--harness", "gemini"]);
-    assert!(out.contains("imported 3 files"), "{out}");
-    assert!(out.contains("(2 skipped)"), "{out}");
+    let out = import_json(&home, &["--harness".as_ref(), "gemini".as_ref()]);
+    assert_eq!(out["files"], 3, "{out}");
+    // The half-written last line; the lost chat (its header and message); the rewound prompt and
+    // answer; the first copy of the rewritten answer.
+    assert_eq!(not_stored(&out, "not_json"), 1, "{out}");
+    assert_eq!(not_stored(&out, "no_folder"), 2, "{out}");
+    assert_eq!(not_stored(&out, "rewound"), 2, "{out}");
+    assert_eq!(not_stored(&out, "mirror"), 1, "{out}");
     let q = |sql: &str| home.count(sql);
     assert_eq!(q("SELECT COUNT(*) FROM prompts WHERE source = 'user'"), 2);
     assert_eq!(
@@ -416,4 +460,249 @@ fn a_batch_stores_its_good_events_and_names_the_bad_ones() {
         home.count("SELECT COUNT(*) FROM observations WHERE timestamp = 1755680400000"),
         2
     );
+}
+
+/// A fixture transcript copied into the test's home (the import reads it from there).
+fn transcript(home: &Home, rel: &str) -> std::path::PathBuf {
+    let to = home.dir.join("t").join(rel);
+    std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+    std::fs::copy(fixtures().join("transcripts").join(rel), &to).unwrap();
+    to
+}
+
+#[test]
+fn prompts_given_as_arrays_of_text_blocks_are_imported_without_the_ides_notes() {
+    let home = Home::new("import-array");
+    let _d = home.start();
+    let t = transcript(&home, "claude-code/ide-array-prompts.jsonl");
+    let out = import_json(&home, &[t.as_os_str()]);
+    let q = |sql: &str| home.count(sql);
+    // Three prompts, each an array of blocks; the IDE's notes around them are left out.
+    assert_eq!(out["prompts"], 3, "{out}");
+    assert_eq!(q("SELECT COUNT(*) FROM prompts WHERE source = 'user'"), 3);
+    for p in [
+        "why does page two repeat the last invoice of page one?",
+        "fix it with skip: 1 and add a regression test",
+        "also check the refunds route for the same bug",
+    ] {
+        assert_eq!(
+            q(&format!(
+                "SELECT COUNT(*) FROM prompts WHERE source = 'user' AND content = '{p}'"
+            )),
+            1,
+            "{p}"
+        );
+    }
+    assert_eq!(
+        q("SELECT COUNT(*) FROM prompts WHERE content LIKE '%ide_%' OR content LIKE '%Request interrupted%' OR content LIKE '%Caveat%'"),
+        0
+    );
+    // The tool-result lines are results, not prompts: the Read and the Edit.
+    assert_eq!(
+        q("SELECT COUNT(*) FROM observations WHERE obs_type IN ('file_read', 'file_edit')"),
+        2
+    );
+    // Every other line, by reason.
+    assert_eq!(out["lines"], 18, "{out}");
+    assert_eq!(out["used"], 7, "{out}");
+    for (reason, n) in [
+        ("bookkeeping", 3),         // the snapshot, the turn duration, the title
+        ("assistant_text", 2),      // the thinking and the answer text
+        ("injected", 2),            // the interruption notice, the command caveat
+        ("empty", 1),               // an image alone
+        ("call_without_result", 1), // the interrupted Bash call
+        ("result_without_call", 1), // a result whose call is not in the file
+        ("not_json", 1),            // the half-written last line
+    ] {
+        assert_eq!(not_stored(&out, reason), n, "{reason}: {out}");
+    }
+    // Twice is once.
+    let again = import_json(&home, &[t.as_os_str()]);
+    assert_eq!(again["stored"], 0, "{again}");
+    assert_eq!(q("SELECT COUNT(*) FROM prompts WHERE source = 'user'"), 3);
+}
+
+#[test]
+fn a_subagents_prompt_is_not_stored_as_the_users_but_its_tool_calls_are() {
+    let home = Home::new("import-sidechain");
+    let _d = home.start();
+    let t = transcript(&home, "claude-code/sidechain.jsonl");
+    let out = import_json(&home, &[t.as_os_str()]);
+    let q = |sql: &str| home.count(sql);
+    assert_eq!(not_stored(&out, "subagent_prompt"), 2, "{out}");
+    assert_eq!(q("SELECT COUNT(*) FROM prompts WHERE source = 'user'"), 1);
+    assert_eq!(
+        q("SELECT COUNT(*) FROM prompts WHERE content LIKE '%stripe.refunds.create%' OR content LIKE '%smallest change%'"),
+        0,
+        "the subagent's task is not the user's prompt"
+    );
+    // The task is kept with the call that started the subagent; the subagent's search is kept.
+    assert_eq!(
+        q("SELECT COUNT(*) FROM observations WHERE obs_type = 'task_spawn'"),
+        1
+    );
+    assert_eq!(
+        q("SELECT COUNT(*) FROM observations WHERE obs_type = 'search' AND content LIKE '%refunds%'"),
+        1
+    );
+}
+
+#[test]
+fn a_file_holding_two_sessions_imports_each() {
+    let home = Home::new("import-two");
+    let _d = home.start();
+    let t = transcript(&home, "claude-code/two-sessions.jsonl");
+    let out = import_json(&home, &[t.as_os_str()]);
+    assert_eq!(out["sessions"], 2, "{out}");
+    assert_eq!(out["prompts"], 2, "{out}");
+    assert_eq!(out["observations"], 2, "{out}");
+    assert_eq!(out["lines"], out["used"], "{out}");
+    for (session, prompt) in [
+        (
+            "6c1d2e3f-4a5b-4c6d-8e7f-9a0b1c2d3e4f",
+            "bump prisma to 6.4 and run the migrations",
+        ),
+        (
+            "7d2e3f40-5b6c-4d7e-9f80-a1b2c3d4e5f6",
+            "list the test files under src/billing",
+        ),
+    ] {
+        assert_eq!(
+            home.count(&format!(
+                "SELECT COUNT(*) FROM prompts WHERE session_id = '{session}' AND content = '{prompt}'"
+            )),
+            1
+        );
+        assert_eq!(
+            home.count(&format!(
+                "SELECT COUNT(*) FROM observations WHERE session_id = '{session}'"
+            )),
+            1
+        );
+    }
+}
+
+#[test]
+fn older_codex_rollouts_without_session_meta_import() {
+    let home = Home::new("import-codex-legacy");
+    let _d = home.start();
+    let bare = transcript(
+        &home,
+        "codex/rollout-2025-05-07T17-24-21-5973b6c0-94b8-487b-a530-2aeb6098ae0e.jsonl",
+    );
+    let state = transcript(
+        &home,
+        "codex/rollout-2025-06-11T08-02-45-0c9e8a7b-2d41-4f3a-8b6c-5e1d0f2a9b37.jsonl",
+    );
+    // Found as Codex rollouts from their first line, in a folder of their own.
+    let out = import_json(&home, &[bare.parent().unwrap().as_os_str()]);
+    assert_eq!(out["files"], 2, "{out}");
+    assert_eq!(out["sessions"], 2, "{out}");
+    assert_eq!(out["prompts"], 3, "{out}");
+    // The `record_type: state` markers and the encrypted reasoning; the instructions and the
+    // environment messages.
+    assert_eq!(not_stored(&out, "bookkeeping"), 5 + 1, "{out}");
+    assert_eq!(not_stored(&out, "injected"), 3, "{out}");
+    let q = |sql: &str| home.count(sql);
+    let bare_id = "5973b6c0-94b8-487b-a530-2aeb6098ae0e";
+    let state_id = "0c9e8a7b-2d41-4f3a-8b6c-5e1d0f2a9b37";
+    // Each in the project its environment message names, at the header's time.
+    assert_eq!(
+        q(&format!(
+            "SELECT COUNT(*) FROM sessions WHERE id = '{bare_id}' AND project = 'acme-api'"
+        )),
+        1
+    );
+    assert_eq!(
+        q(&format!(
+            "SELECT COUNT(*) FROM sessions WHERE id = '{state_id}' AND project = 'billing'"
+        )),
+        1
+    );
+    assert_eq!(
+        q(&format!("SELECT COUNT(*) FROM prompts WHERE session_id = '{bare_id}' AND source = 'user' AND timestamp = 1746638661123")),
+        2
+    );
+    assert_eq!(
+        q(&format!("SELECT COUNT(*) FROM prompts WHERE session_id = '{state_id}' AND content LIKE 'why do refunds post twice%'")),
+        1
+    );
+    // Both turns of the bare file end with their answer (one time for all: told apart by line).
+    assert_eq!(
+        q(&format!("SELECT COUNT(*) FROM observations WHERE session_id = '{bare_id}' AND obs_type = 'turn_end'")),
+        2
+    );
+    assert_eq!(
+        q(&format!("SELECT COUNT(*) FROM observations WHERE session_id = '{bare_id}' AND obs_type = 'command_error' AND content LIKE '%npm test -- invoices%'")),
+        1
+    );
+    assert_eq!(
+        q(&format!("SELECT COUNT(*) FROM observations WHERE session_id = '{state_id}' AND obs_type = 'turn_end' AND content LIKE '%idempotency key%'")),
+        1
+    );
+    assert_eq!(
+        q(&format!("SELECT COUNT(*) FROM observations WHERE session_id = '{state_id}' AND obs_type != 'turn_end'")),
+        1
+    );
+    let total = q("SELECT (SELECT COUNT(*) FROM observations) + (SELECT COUNT(*) FROM prompts)");
+    let again = import_json(&home, &[bare.as_os_str(), state.as_os_str()]);
+    assert_eq!(again["stored"], 0, "{again}");
+    assert_eq!(
+        q("SELECT (SELECT COUNT(*) FROM observations) + (SELECT COUNT(*) FROM prompts)"),
+        total
+    );
+}
+
+#[test]
+fn a_forked_codex_rollout_does_not_store_its_parents_history_again() {
+    let parent_id = "01a0618f-a900-71b8-c2d3-e4f5a6b7c8d9";
+    let fork_id = "01a061c6-9780-73d0-e4f5-a6b7c8d9e0f1";
+    for with_parent in [true, false] {
+        let home = Home::new("import-fork");
+        let _d = home.start();
+        let parent = transcript(
+            &home,
+            &format!("codex/rollout-2026-09-02T10-00-00-{parent_id}.jsonl"),
+        );
+        let fork = transcript(
+            &home,
+            &format!("codex/rollout-2026-09-02T11-00-00-{fork_id}.jsonl"),
+        );
+        if !with_parent {
+            std::fs::remove_file(&parent).unwrap();
+        }
+        let out = import_json(&home, &[fork.parent().unwrap().as_os_str()]);
+        // The parent's header and its eight lines, copied at the fork.
+        assert_eq!(not_stored(&out, "copied_from_parent"), 9, "{out}");
+        let q = |sql: &str| home.count(sql);
+        assert_eq!(
+            q("SELECT COUNT(*) FROM prompts WHERE content = 'add an idempotency key to every refund we post'"),
+            i64::from(with_parent),
+            "the parent's prompt is stored once, with the parent, never with the fork"
+        );
+        assert_eq!(
+            q(&format!(
+                "SELECT COUNT(*) FROM prompts WHERE session_id = '{fork_id}'"
+            )),
+            1
+        );
+        // The fork's own turn, submitted within a second of the copy, is the fork's.
+        assert_eq!(
+            q(&format!("SELECT COUNT(*) FROM prompts WHERE session_id = '{fork_id}' AND content LIKE 'use the webhook event id%'")),
+            1
+        );
+        assert_eq!(
+            q(&format!("SELECT COUNT(*) FROM observations WHERE session_id = '{fork_id}' AND obs_type = 'file_edit'")),
+            1
+        );
+        assert_eq!(
+            q(&format!("SELECT COUNT(*) FROM observations WHERE session_id = '{fork_id}' AND content LIKE '%refunds.create%' AND obs_type != 'file_edit'")),
+            0,
+            "the parent's command is not the fork's"
+        );
+        assert_eq!(
+            q("SELECT COUNT(*) FROM observations WHERE obs_type = 'turn_end' AND content LIKE 'One call site%'"),
+            i64::from(with_parent)
+        );
+    }
 }

@@ -224,6 +224,9 @@ enum Command {
         /// Read and count, store nothing.
         #[arg(long)]
         dry_run: bool,
+        /// Print the summary (counts, and every line not stored by reason) as JSON.
+        #[arg(long)]
+        json: bool,
     },
     /// Remember something for later sessions.
     Save {
@@ -325,6 +328,7 @@ fn main() -> ExitCode {
             since,
             project,
             dry_run,
+            json,
         } => {
             let Some(sources) = nmem_shim::import::Source::parse(&harness) else {
                 eprintln!("nmem import: --harness takes claude-code, codex, gemini or all (not `{harness}`)");
@@ -347,6 +351,7 @@ fn main() -> ExitCode {
                 since_ms,
                 project,
                 dry_run,
+                json,
             })
         }
         Command::Install {

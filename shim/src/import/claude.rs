@@ -4,13 +4,19 @@
 //! messages) are paired with their results (`tool_result` blocks of the next user message) by
 //! id, and replayed as the PostToolUse / PostToolUseFailure events Claude Code sends live. The
 //! daemon reads the thinking blocks from the transcript itself (`transcript_path`).
+//!
+//! A prompt is a user line whose content is a string or (current and IDE Claude Code) an array of
+//! text blocks; a user line that carries tool results is never a prompt, and blocks the harness
+//! wrote (IDE notes, reminders, command wrappers) are left out of it. Subagent lines
+//! (`isSidechain`) give their tool calls but not their prompt (the parent agent's words, already
+//! stored with its Task call). Each line names its own session, so a file may hold several.
+//! Every line is counted: used, or not stored under a `Reason`.
 
-use super::{event_id, Counts, Options, Synth};
+use super::{event_id, Counts, Options, Reason, Synth};
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::io::BufRead;
 use std::path::Path;
-use std::sync::atomic::Ordering::Relaxed;
 
 fn is_injected(text: &str) -> bool {
     let t = text.trim_start();
@@ -20,29 +26,116 @@ fn is_injected(text: &str) -> bool {
         "<system-reminder>",
         "<task-notification>",
         "<ide_",
+        "<user-prompt-submit-hook>",
         "Caveat:",
+        "[Request interrupted by user",
     ]
     .iter()
     .any(|p| t.starts_with(p))
 }
 
-/// Replay one transcript file as hook events. Returns the events and how many lines were skipped.
+/// Line types that hold nothing to remember (titles, checkpoints, hook notices, queue and mode
+/// changes; `system` lines other than a compaction are hook and timing notices).
+fn is_bookkeeping(kind: &str) -> bool {
+    matches!(
+        kind,
+        "file-history-snapshot"
+            | "file-history-delta"
+            | "summary"
+            | "ai-title"
+            | "custom-title"
+            | "last-prompt"
+            | "agent-name"
+            | "attachment"
+            | "queue-operation"
+            | "progress"
+            | "mode"
+            | "pr-link"
+            | "system"
+    )
+}
+
+/// What a user line's `message.content` holds.
+enum UserLine {
+    /// Words typed by someone: a string, or (current and IDE Claude Code) an array of text blocks,
+    /// with the harness's own blocks (IDE notes, reminders) left out.
+    Text(String),
+    /// Only text the harness wrote.
+    Injected,
+    /// Tool results (a user line that carries any is a result line, never a prompt).
+    Results,
+    /// Nothing readable (images only, empty).
+    Empty,
+}
+
+fn user_line(content: &Value) -> UserLine {
+    match content {
+        Value::String(t) if t.trim().is_empty() => UserLine::Empty,
+        Value::String(t) if is_injected(t) => UserLine::Injected,
+        Value::String(t) => UserLine::Text(t.clone()),
+        Value::Array(blocks) => {
+            if blocks.iter().any(|b| b["type"] == "tool_result") {
+                return UserLine::Results;
+            }
+            let texts: Vec<&str> = blocks
+                .iter()
+                .filter(|b| b["type"] == "text")
+                .filter_map(|b| b["text"].as_str())
+                .filter(|t| !t.trim().is_empty())
+                .collect();
+            let typed: Vec<&str> = texts.iter().copied().filter(|t| !is_injected(t)).collect();
+            if !typed.is_empty() {
+                UserLine::Text(typed.join("\n"))
+            } else if !texts.is_empty() {
+                UserLine::Injected
+            } else {
+                UserLine::Empty
+            }
+        }
+        _ => UserLine::Empty,
+    }
+}
+
+/// Replay one transcript file as hook events.
 pub(super) fn synthesize(
     path: &Path,
     opts: &Options,
     counts: &Counts,
 ) -> std::io::Result<Vec<Synth>> {
     let file = std::fs::File::open(path)?;
-    let tp = path.to_string_lossy().into_owned();
+    parse(
+        std::io::BufReader::new(file),
+        &path.to_string_lossy(),
+        opts,
+        counts,
+    )
+}
+
+/// The transcript's lines as hook events; every line is counted as used or under a `Reason`.
+/// The session is each line's own `sessionId`: one file may hold several sessions.
+pub(super) fn parse(
+    reader: impl BufRead,
+    tp: &str,
+    opts: &Options,
+    counts: &Counts,
+) -> std::io::Result<Vec<Synth>> {
     let mut calls: HashMap<String, (String, Value)> = HashMap::new();
+    // Lines that made tool calls (by line number), and whether any of their calls got a result.
+    let mut call_lines: HashMap<usize, bool> = HashMap::new();
+    // Which call came from which line.
+    let mut call_line: HashMap<String, usize> = HashMap::new();
     let mut out = Vec::new();
-    for (n, line) in std::io::BufReader::new(file).split(b'\n').enumerate() {
+    for (n, line) in reader.split(b'\n').enumerate() {
         let line = line?;
-        counts.lines.fetch_add(1, Relaxed);
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        counts.line();
         let Ok(v) = serde_json::from_slice::<Value>(&line) else {
-            counts.skipped.fetch_add(1, Relaxed);
+            counts.skip(Reason::NotJson, 1);
             continue;
         };
+        let kind = v["type"].as_str().unwrap_or("");
         let at = v["timestamp"]
             .as_str()
             .and_then(nmem_proto::time::parse_rfc3339_ms)
@@ -53,42 +146,52 @@ pub(super) fn synthesize(
             .as_str()
             .map(str::to_string)
             .unwrap_or_else(|| n.to_string());
+        let compaction = kind == "system" && v["subtype"] == "compact_boundary";
+        if is_bookkeeping(kind) && !compaction {
+            counts.skip(Reason::Bookkeeping, 1);
+            continue;
+        }
+        if !matches!(kind, "user" | "assistant" | "system") {
+            counts.skip(Reason::UnknownKind, 1);
+            continue;
+        }
         if session.is_empty() || cwd.is_empty() {
-            if !matches!(
-                v["type"].as_str(),
-                Some(
-                    "file-history-snapshot"
-                        | "summary"
-                        | "ai-title"
-                        | "custom-title"
-                        | "last-prompt"
-                        | "agent-name"
-                )
-            ) {
-                counts.skipped.fetch_add(1, Relaxed);
-            }
+            counts.skip(Reason::NoSession, 1);
             continue;
         }
         if opts.since_ms.is_some_and(|s| at < s) {
             // Still remember tool calls: their results may come after the cut.
-            if v["type"] == "assistant" {
+            if kind == "assistant" {
                 remember(&v, &mut calls);
             }
+            counts.skip(Reason::Filtered, 1);
             continue;
         }
         if let Some(p) = &opts.project {
             if Path::new(&cwd).file_name().and_then(|f| f.to_str()) != Some(p.as_str()) {
+                counts.skip(Reason::Filtered, 1);
                 continue;
             }
         }
         let base = |event: &str| json!({"session_id": session, "cwd": cwd, "hook_event_name": event, "transcript_path": tp});
-        match v["type"].as_str() {
-            Some("user") => match &v["message"]["content"] {
-                Value::String(text)
-                    if v["isMeta"] != true
-                        && v["isCompactSummary"] != true
-                        && !is_injected(text) =>
+        match kind {
+            "user" => match user_line(&v["message"]["content"]) {
+                UserLine::Text(_) | UserLine::Injected
+                    if v["isMeta"] == true || v["isCompactSummary"] == true =>
                 {
+                    counts.skip(Reason::Injected, 1);
+                }
+                UserLine::Injected => counts.skip(Reason::Injected, 1),
+                UserLine::Empty => counts.skip(Reason::Empty, 1),
+                // A subagent's prompt is the task its parent agent wrote, and that task is already
+                // stored with the Task/Agent call that started it (`task_spawn`). Storing it
+                // again as a user prompt would put words in the user's mouth, and its own source
+                // would need a schema change for a second copy nobody asked for: it is counted,
+                // and the subagent's tool calls are still imported like the live hooks send them.
+                UserLine::Text(_) if v["isSidechain"] == true => {
+                    counts.skip(Reason::SubagentPrompt, 1);
+                }
+                UserLine::Text(text) => {
                     let mut e = base("UserPromptSubmit");
                     e["prompt"] = json!(text);
                     if let Some(pid) = v["promptId"].as_str() {
@@ -100,13 +203,21 @@ pub(super) fn synthesize(
                         "claude-code",
                         &e,
                     ));
+                    counts.used(1);
                 }
-                Value::Array(blocks) => {
-                    for b in blocks.iter().filter(|b| b["type"] == "tool_result") {
+                UserLine::Results => {
+                    let before = out.len();
+                    let blocks = v["message"]["content"].as_array().into_iter().flatten();
+                    for b in blocks.filter(|b| b["type"] == "tool_result") {
                         let id = b["tool_use_id"].as_str().unwrap_or_default();
                         let Some((name, input)) = calls.get(id) else {
                             continue;
                         };
+                        if let Some(answered) =
+                            call_line.get(id).and_then(|l| call_lines.get_mut(l))
+                        {
+                            *answered = true;
+                        }
                         let mut e;
                         if b["is_error"] == true {
                             e = base("PostToolUseFailure");
@@ -128,11 +239,25 @@ pub(super) fn synthesize(
                             &e,
                         ));
                     }
+                    if out.len() > before {
+                        counts.used(1);
+                    } else {
+                        counts.skip(Reason::ResultWithoutCall, 1);
+                    }
                 }
-                _ => {}
             },
-            Some("assistant") => remember(&v, &mut calls),
-            Some("system") if v["subtype"] == "compact_boundary" => {
+            "assistant" => {
+                let ids = remember(&v, &mut calls);
+                if ids.is_empty() {
+                    counts.skip(Reason::AssistantText, 1);
+                } else {
+                    call_lines.insert(n, false);
+                    for id in ids {
+                        call_line.insert(id, n);
+                    }
+                }
+            }
+            _ if compaction => {
                 let mut e = base("PreCompact");
                 e["trigger"] = v["compactMetadata"]["trigger"].clone();
                 out.push(Synth::new(
@@ -141,13 +266,18 @@ pub(super) fn synthesize(
                     "claude-code",
                     &e,
                 ));
+                counts.used(1);
             }
-            Some(_) => {}
-            None => {
-                counts.skipped.fetch_add(1, Relaxed);
-            }
+            _ => counts.skip(Reason::Bookkeeping, 1),
         }
     }
+    // A line of tool calls is stored with its results; one whose calls all went unanswered is not.
+    let answered = call_lines.values().filter(|a| **a).count() as u64;
+    counts.used(answered);
+    counts.skip(
+        Reason::CallWithoutResult,
+        call_lines.len() as u64 - answered,
+    );
     Ok(out)
 }
 
@@ -162,7 +292,9 @@ fn crate_text(v: &Value) -> String {
         .unwrap_or_else(|| v.to_string())
 }
 
-fn remember(v: &Value, calls: &mut HashMap<String, (String, Value)>) {
+/// Remember an assistant line's tool calls until their results come; returns their ids.
+fn remember(v: &Value, calls: &mut HashMap<String, (String, Value)>) -> Vec<String> {
+    let mut ids = Vec::new();
     for b in v["message"]["content"]
         .as_array()
         .into_iter()
@@ -171,6 +303,8 @@ fn remember(v: &Value, calls: &mut HashMap<String, (String, Value)>) {
     {
         if let (Some(id), Some(name)) = (b["id"].as_str(), b["name"].as_str()) {
             calls.insert(id.to_string(), (name.to_string(), b["input"].clone()));
+            ids.push(id.to_string());
         }
     }
+    ids
 }

@@ -13,12 +13,11 @@
 //! Gemini knows (`~/.gemini/projects.json`, `trustedFolders.json`) and the current folder and
 //! its parents; a chat whose folder cannot be found is skipped and counted.
 
-use super::{event_id, Counts, Options, Synth};
+use super::{event_id, Counts, Options, Reason, Synth};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering::Relaxed;
 
 const HARNESS: &str = "gemini";
 
@@ -73,45 +72,63 @@ impl Roots {
     }
 }
 
-/// The chat's header fields and messages, from either form.
-fn read_chat(path: &Path, counts: &Counts) -> std::io::Result<(Value, Vec<Value>)> {
+/// The chat's header fields, how many lines made them, and its messages, from either form.
+/// Lines that hold no message are counted here (bookkeeping, corrupt, rewound or rewritten).
+fn read_chat(path: &Path, counts: &Counts) -> std::io::Result<(Value, u64, Vec<Value>)> {
     let text = std::fs::read(path)?;
-    if path.extension().is_some_and(|e| e == "json") {
-        counts.lines.fetch_add(1, Relaxed);
-        let Ok(mut v) = serde_json::from_slice::<Value>(&text) else {
-            counts.skipped.fetch_add(1, Relaxed);
-            return Ok((Value::Null, Vec::new()));
+    Ok(parse_chat(
+        &text,
+        path.extension().is_some_and(|e| e == "json"),
+        counts,
+    ))
+}
+
+fn parse_chat(text: &[u8], whole: bool, counts: &Counts) -> (Value, u64, Vec<Value>) {
+    if whole {
+        counts.line();
+        let Ok(mut v) = serde_json::from_slice::<Value>(text) else {
+            counts.skip(Reason::NotJson, 1);
+            return (Value::Null, 0, Vec::new());
         };
         let messages = match v.get_mut("messages").map(Value::take) {
             Some(Value::Array(m)) => m,
             _ => Vec::new(),
         };
-        counts.lines.fetch_add(messages.len() as u64, Relaxed);
-        return Ok((v, messages));
+        for _ in &messages {
+            counts.line();
+        }
+        return (v, 1, messages);
     }
     let mut header = json!({});
+    let mut header_lines = 0;
     let mut messages: Vec<Value> = Vec::new();
     for line in text.split(|&c| c == b'\n') {
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        counts.lines.fetch_add(1, Relaxed);
+        counts.line();
         let Ok(v) = serde_json::from_slice::<Value>(line) else {
-            counts.skipped.fetch_add(1, Relaxed);
+            counts.skip(Reason::NotJson, 1);
             continue;
         };
         if let Some(set) = v.get("$set").and_then(Value::as_object) {
             for (k, val) in set {
                 header[k] = val.clone();
             }
+            counts.skip(Reason::Bookkeeping, 1);
         } else if let Some(id) = v.get("$rewindTo").and_then(Value::as_str) {
             if let Some(i) = messages.iter().position(|m| m["id"] == id) {
+                counts.skip(Reason::Rewound, (messages.len() - i) as u64);
                 messages.truncate(i);
             }
+            counts.skip(Reason::Bookkeeping, 1);
         } else if v.get("type").is_some() && v.get("id").is_some() {
             // A message written again (updated) replaces the earlier copy.
             match messages.iter().position(|m| m["id"] == v["id"]) {
-                Some(i) => messages[i] = v,
+                Some(i) => {
+                    messages[i] = v;
+                    counts.skip(Reason::Mirror, 1);
+                }
                 None => messages.push(v),
             }
         } else if v.get("sessionId").is_some() {
@@ -120,11 +137,12 @@ fn read_chat(path: &Path, counts: &Counts) -> std::io::Result<(Value, Vec<Value>
                     header[k] = val.clone();
                 }
             }
+            header_lines += 1;
         } else {
-            counts.skipped.fetch_add(1, Relaxed);
+            counts.skip(Reason::UnknownKind, 1);
         }
     }
-    Ok((header, messages))
+    (header, header_lines, messages)
 }
 
 /// The text of a message's content or a tool's result (strings, parts, function responses).
@@ -161,17 +179,60 @@ pub(super) fn synthesize(
     counts: &Counts,
     roots: &Roots,
 ) -> std::io::Result<Vec<Synth>> {
-    let (header, messages) = read_chat(path, counts)?;
+    let (header, header_lines, messages) = read_chat(path, counts)?;
+    Ok(replay(
+        &header,
+        header_lines,
+        &messages,
+        roots.folder(path, header["projectHash"].as_str().unwrap_or("")),
+        &path.to_string_lossy(),
+        opts,
+        counts,
+    ))
+}
+
+/// Both steps on bytes, with a folder for any chat (for the property tests).
+#[cfg(test)]
+pub(super) fn parse_all_for_tests(
+    text: &[u8],
+    whole: bool,
+    opts: &Options,
+    counts: &Counts,
+) -> Vec<Synth> {
+    let (header, header_lines, messages) = parse_chat(text, whole, counts);
+    replay(
+        &header,
+        header_lines,
+        &messages,
+        Some("/p".to_string()),
+        "t",
+        opts,
+        counts,
+    )
+}
+
+/// A chat's messages as hook events; every message is counted as used or under a `Reason`.
+fn replay(
+    header: &Value,
+    header_lines: u64,
+    messages: &[Value],
+    folder: Option<String>,
+    tp: &str,
+    opts: &Options,
+    counts: &Counts,
+) -> Vec<Synth> {
     let session = header["sessionId"].as_str().unwrap_or("").to_string();
-    let hash = header["projectHash"].as_str().unwrap_or("");
-    let Some(cwd) = roots.folder(path, hash).filter(|_| !session.is_empty()) else {
+    let Some(cwd) = folder.filter(|_| !session.is_empty()) else {
         // Without a session id or a folder nothing can be placed.
-        counts
-            .skipped
-            .fetch_add(messages.len().max(1) as u64, Relaxed);
-        return Ok(Vec::new());
+        let why = if session.is_empty() {
+            Reason::NoSession
+        } else {
+            Reason::NoFolder
+        };
+        counts.skip(why, messages.len() as u64 + header_lines);
+        return Vec::new();
     };
-    let tp = path.to_string_lossy().into_owned();
+    counts.used(header_lines);
     let time = |v: &Value| {
         v.as_str()
             .and_then(nmem_proto::time::parse_rfc3339_ms)
@@ -179,9 +240,11 @@ pub(super) fn synthesize(
     };
     let base = |event: &str| json!({"session_id": session, "cwd": cwd, "hook_event_name": event, "transcript_path": tp});
     let mut out = Vec::new();
-    let mut answer: Option<(String, i64, String)> = None;
-    let flush = |answer: &mut Option<(String, i64, String)>, out: &mut Vec<Synth>| {
-        if let Some((text, at, id)) = answer.take() {
+    // The turn's latest answer: its text, time, id, and whether its message was already counted
+    // (it made tool calls).
+    let mut answer: Option<(String, i64, String, bool)> = None;
+    let flush = |answer: &mut Option<(String, i64, String, bool)>, out: &mut Vec<Synth>| {
+        if let Some((text, at, id, counted)) = answer.take() {
             let mut e = base("AfterAgent");
             e["prompt_response"] = json!(text);
             out.push(Synth::new(
@@ -190,9 +253,12 @@ pub(super) fn synthesize(
                 HARNESS,
                 &e,
             ));
+            if !counted {
+                counts.used(1);
+            }
         }
     };
-    for m in &messages {
+    for m in messages {
         let at = time(&m["timestamp"]);
         let id = m["id"].as_str().unwrap_or("");
         let wanted = opts.wants(at, &cwd);
@@ -201,7 +267,17 @@ pub(super) fn synthesize(
                 flush(&mut answer, &mut out);
                 let text = text_of(&m["content"]);
                 // Slash commands and shell-mode lines are not prompts to the agent.
-                if !wanted || text.trim().is_empty() || text.starts_with('/') {
+                let why = if !wanted {
+                    Some(Reason::Filtered)
+                } else if text.trim().is_empty() {
+                    Some(Reason::Empty)
+                } else if text.starts_with('/') {
+                    Some(Reason::Injected)
+                } else {
+                    None
+                };
+                if let Some(why) = why {
+                    counts.skip(why, 1);
                     continue;
                 }
                 let mut e = base("BeforeAgent");
@@ -212,8 +288,10 @@ pub(super) fn synthesize(
                     HARNESS,
                     &e,
                 ));
+                counts.used(1);
             }
             Some("gemini") => {
+                let before = out.len();
                 for call in m["toolCalls"].as_array().into_iter().flatten() {
                     let at = match time(&call["timestamp"]) {
                         0 => at,
@@ -242,19 +320,34 @@ pub(super) fn synthesize(
                         &e,
                     ));
                 }
+                let called = out.len() > before;
+                if called {
+                    counts.used(1);
+                }
                 let text = text_of(&m["content"]);
                 if wanted && !text.trim().is_empty() {
-                    answer = Some((text, at, id.to_string()));
+                    // Only the turn's last answer is stored; an earlier one is replaced.
+                    if let Some((.., false)) = answer.replace((text, at, id.to_string(), called)) {
+                        counts.skip(Reason::AssistantText, 1);
+                    }
+                } else if !called {
+                    counts.skip(
+                        if wanted {
+                            Reason::Empty
+                        } else {
+                            Reason::Filtered
+                        },
+                        1,
+                    );
                 }
             }
-            Some(_) => {}
-            None => {
-                counts.skipped.fetch_add(1, Relaxed);
-            }
+            // Notices of the CLI itself.
+            Some("info" | "error" | "warning") => counts.skip(Reason::Bookkeeping, 1),
+            _ => counts.skip(Reason::UnknownKind, 1),
         }
     }
     flush(&mut answer, &mut out);
-    Ok(out)
+    out
 }
 
 #[cfg(test)]

@@ -7,8 +7,11 @@
 //! file (session, line or call id, kind), tool calls carry their call id and prompts their
 //! prompt or turn id, so importing twice, or importing a session that was also captured live,
 //! stores it once; a file that grew since adds only its new part. Lines that are half-written,
-//! corrupt or of unknown kinds are skipped and counted, never fatal. Events travel in batches
-//! (`/v1/events/batch`) so the writer commits thousands per transaction.
+//! corrupt or of unknown kinds are skipped, never fatal. Every line read is either used or counted
+//! under a `Reason` (bookkeeping, harness text, a subagent's task, a fork's copy of its parent…),
+//! printed in the summary and in `--json`, so nothing vanishes uncounted. Only the user's words
+//! are stored as the user's prompts. Events travel in batches (`/v1/events/batch`) so the writer
+//! commits thousands per transaction.
 
 mod claude;
 mod codex;
@@ -85,7 +88,17 @@ impl Source {
         }
         f.take(1 << 20).read_until(b'\n', &mut first).ok()?;
         let v: serde_json::Value = serde_json::from_slice(&first).unwrap_or_default();
-        if v.get("payload").is_some() && v.get("type").is_some() {
+        // Codex: `{timestamp, type, payload}` lines, or (older rollouts) a bare first line
+        // `{id, timestamp, instructions, git?}`.
+        let legacy_codex = v.get("type").is_none()
+            && v.get("sessionId").is_none()
+            && v["id"].is_string()
+            && v["timestamp"].is_string()
+            && (v.get("instructions").is_some() || v.get("git").is_some());
+        if (v.get("payload").is_some() && v.get("type").is_some())
+            || legacy_codex
+            || (name.starts_with("rollout-") && v.get("sessionId").is_none())
+        {
             Some(Source::Codex)
         } else if v.get("projectHash").is_some() || v.get("$set").is_some() {
             Some(Source::Gemini)
@@ -101,6 +114,8 @@ pub struct Options {
     pub since_ms: Option<i64>,
     pub project: Option<String>,
     pub dry_run: bool,
+    /// Print the summary as one JSON object on stdout (progress stays on stderr).
+    pub json: bool,
 }
 
 impl Options {
@@ -114,18 +129,136 @@ impl Options {
     }
 }
 
+/// Why a line of a session file is not stored. Every line the import reads is either used (it
+/// becomes, or is part of, an event sent to nmemd) or counted under one of these, so nothing
+/// vanishes uncounted; the summary lists them (`--json`: `not_stored`, by `key`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Reason {
+    /// Not JSON: corrupt, or the half-written last line of a running session.
+    NotJson,
+    /// A JSON line of a kind this version of nmem does not know.
+    UnknownKind,
+    /// A line that names no session or folder (or comes before the file's header).
+    NoSession,
+    /// Harness bookkeeping that holds nothing to remember (titles, snapshots, token counts,
+    /// turn settings, encrypted reasoning, hook notices, state markers).
+    Bookkeeping,
+    /// Text the harness put in the user's place: slash commands, reminders, IDE notes,
+    /// instructions and environment scaffolding, compaction summaries.
+    Injected,
+    /// A prompt an agent gave a subagent: the subagent's task, recorded with the call that
+    /// started it, not the user's words.
+    SubagentPrompt,
+    /// Assistant text or thinking that is not a turn's last answer (thinking is read by nmemd from
+    /// the transcript itself).
+    AssistantText,
+    /// A line that says again what another line says (Codex mirrors prompts, answers and shell
+    /// results; Gemini rewrites updated messages).
+    Mirror,
+    /// A tool call whose result never came (an interrupted session).
+    CallWithoutResult,
+    /// A tool result whose call is not in the file.
+    ResultWithoutCall,
+    /// A user line with no text and no tool result (an image, an empty message).
+    Empty,
+    /// Left out by `--since` or `--project`.
+    Filtered,
+    /// History a forked Codex rollout copies from the session it was forked from: that session's
+    /// own file holds it, and live capture never saw it twice either.
+    CopiedFromParent,
+    /// Messages a Gemini chat rewound (the user went back before them).
+    Rewound,
+    /// A session whose folder cannot be found (Gemini's project hash, a Codex rollout with no
+    /// working directory).
+    NoFolder,
+}
+
+impl Reason {
+    pub(crate) const ALL: [Reason; 15] = [
+        Reason::NotJson,
+        Reason::UnknownKind,
+        Reason::NoSession,
+        Reason::Bookkeeping,
+        Reason::Injected,
+        Reason::SubagentPrompt,
+        Reason::AssistantText,
+        Reason::Mirror,
+        Reason::CallWithoutResult,
+        Reason::ResultWithoutCall,
+        Reason::Empty,
+        Reason::Filtered,
+        Reason::CopiedFromParent,
+        Reason::Rewound,
+        Reason::NoFolder,
+    ];
+
+    /// The name in `--json` and in the printed summary.
+    pub(crate) fn key(self) -> &'static str {
+        match self {
+            Reason::NotJson => "not_json",
+            Reason::UnknownKind => "unknown_kind",
+            Reason::NoSession => "no_session",
+            Reason::Bookkeeping => "bookkeeping",
+            Reason::Injected => "injected",
+            Reason::SubagentPrompt => "subagent_prompt",
+            Reason::AssistantText => "assistant_text",
+            Reason::Mirror => "mirror",
+            Reason::CallWithoutResult => "call_without_result",
+            Reason::ResultWithoutCall => "result_without_call",
+            Reason::Empty => "empty",
+            Reason::Filtered => "filtered",
+            Reason::CopiedFromParent => "copied_from_parent",
+            Reason::Rewound => "rewound",
+            Reason::NoFolder => "no_folder",
+        }
+    }
+}
+
 #[derive(Default)]
-struct Counts {
+pub(crate) struct Counts {
     files: AtomicU64,
     unreadable: AtomicU64,
+    /// Non-blank lines read (a Gemini `.json` chat: its header and each message).
     lines: AtomicU64,
-    skipped: AtomicU64,
-    sessions: AtomicU64,
+    /// Lines that became (part of) an event.
+    used: AtomicU64,
+    /// Lines not stored, by `Reason` (indexed like `Reason::ALL`).
+    not_stored: [AtomicU64; Reason::ALL.len()],
+    sessions: std::sync::Mutex<std::collections::HashSet<String>>,
     prompts: AtomicU64,
     observations: AtomicU64,
     events: AtomicU64,
     stored: AtomicU64,
     duplicates: AtomicU64,
+    /// Events nmemd refused (it names each; counted, not fatal).
+    refused: AtomicU64,
+}
+
+impl Counts {
+    /// A line was read (before its fate is known).
+    pub(crate) fn line(&self) {
+        self.lines.fetch_add(1, Relaxed);
+    }
+
+    /// `n` lines became (part of) events.
+    pub(crate) fn used(&self, n: u64) {
+        self.used.fetch_add(n, Relaxed);
+    }
+
+    /// `n` lines are not stored, for `why`.
+    pub(crate) fn skip(&self, why: Reason, n: u64) {
+        let i = Reason::ALL.iter().position(|r| *r == why).unwrap_or(0);
+        self.not_stored[i].fetch_add(n, Relaxed);
+    }
+
+    pub(crate) fn skipped(&self, why: Reason) -> u64 {
+        let i = Reason::ALL.iter().position(|r| *r == why).unwrap_or(0);
+        self.not_stored[i].load(Relaxed)
+    }
+
+    fn skipped_total(&self) -> u64 {
+        self.not_stored.iter().map(|c| c.load(Relaxed)).sum()
+    }
 }
 
 /// When live capture of a session began, from the database (read-only): for harnesses whose
@@ -245,17 +378,20 @@ fn drop_recorded_live(events: &mut Vec<Synth>, source: Source, live: &LiveSince,
         .fetch_add((before - events.len()) as u64, Relaxed);
 }
 
-/// Count what a file's events will become, for the summary.
+/// Count what a file's events will become, for the summary. Sessions are counted across files
+/// (a subagent's transcript belongs to its parent's session) and within them (one file may hold
+/// several).
 fn tally(events: &[Synth], counts: &Counts) {
-    let mut sessions = std::collections::HashSet::new();
+    let mut sessions = counts.sessions.lock().unwrap_or_else(|p| p.into_inner());
     for e in events {
-        sessions.insert(e.session.as_str());
+        if !sessions.contains(&e.session) {
+            sessions.insert(e.session.clone());
+        }
         match e.event.as_str() {
             "UserPromptSubmit" | "BeforeAgent" => counts.prompts.fetch_add(1, Relaxed),
             _ => counts.observations.fetch_add(1, Relaxed),
         };
     }
-    counts.sessions.fetch_add(sessions.len() as u64, Relaxed);
 }
 
 pub fn run(opts: Options) -> ExitCode {
@@ -269,6 +405,10 @@ pub fn run(opts: Options) -> ExitCode {
     };
     let files = session_files(&roots, &opts.sources);
     if files.is_empty() {
+        if opts.json {
+            println!("{}", summary(&Counts::default(), opts.dry_run, true, 0.0));
+            return ExitCode::SUCCESS;
+        }
         println!(
             "no {} sessions found under {}",
             opts.sources
@@ -357,24 +497,7 @@ pub fn run(opts: Options) -> ExitCode {
         eprintln!();
     }
     let secs = start.elapsed().as_secs_f64();
-    let lines = counts.lines.load(Relaxed);
-    let n = |c: &AtomicU64| c.load(Relaxed);
-    println!(
-        "{}{} files ({} unreadable), {} sessions, {} prompts, {} observations; {} lines ({} skipped); {} events: {} stored, {} already there; {:.1} s ({:.0} lines/s)",
-        if opts.dry_run { "dry run: " } else { "imported " },
-        n(&counts.files),
-        n(&counts.unreadable),
-        n(&counts.sessions),
-        n(&counts.prompts),
-        n(&counts.observations),
-        lines,
-        n(&counts.skipped),
-        n(&counts.events),
-        n(&counts.stored),
-        n(&counts.duplicates),
-        secs,
-        lines as f64 / secs.max(1e-9)
-    );
+    println!("{}", summary(&counts, opts.dry_run, opts.json, secs));
     match failed {
         Some(e) => {
             eprintln!("nmem import: stopped at {e}; what was sent is stored, run the import again to go on");
@@ -382,6 +505,77 @@ pub fn run(opts: Options) -> ExitCode {
         }
         None => ExitCode::SUCCESS,
     }
+}
+
+/// The closing summary: what the files held, what became of every line (used, or not stored and
+/// why), and what nmemd did with the events. With `json`, the same as one JSON object.
+fn summary(counts: &Counts, dry_run: bool, json: bool, secs: f64) -> String {
+    let n = |c: &AtomicU64| c.load(Relaxed);
+    let lines = n(&counts.lines);
+    let sessions = counts
+        .sessions
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .len();
+    let reasons: Vec<(&str, u64)> = Reason::ALL
+        .iter()
+        .map(|r| (r.key(), counts.skipped(*r)))
+        .filter(|(_, c)| *c > 0)
+        .collect();
+    if json {
+        let not_stored: serde_json::Map<String, serde_json::Value> = reasons
+            .iter()
+            .map(|(k, c)| (k.to_string(), serde_json::json!(c)))
+            .collect();
+        return serde_json::json!({
+            "dry_run": dry_run,
+            "files": n(&counts.files),
+            "unreadable": n(&counts.unreadable),
+            "sessions": sessions,
+            "prompts": n(&counts.prompts),
+            "observations": n(&counts.observations),
+            "lines": lines,
+            "used": n(&counts.used),
+            "not_stored": not_stored,
+            "events": n(&counts.events),
+            "stored": n(&counts.stored),
+            "already_there": n(&counts.duplicates),
+            "refused": n(&counts.refused),
+            "seconds": (secs * 1000.0).round() / 1000.0,
+        })
+        .to_string();
+    }
+    let why = if reasons.is_empty() {
+        String::new()
+    } else {
+        format!(
+            ": {}",
+            reasons
+                .iter()
+                .map(|(k, c)| format!("{c} {k}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    };
+    let refused = match n(&counts.refused) {
+        0 => String::new(),
+        r => format!(", {r} refused by nmemd"),
+    };
+    format!(
+        "{}{} files ({} unreadable), {sessions} sessions, {} prompts, {} observations; {lines} lines: {} used, {} not stored{why}; {} events: {} stored, {} already there{refused}; {:.1} s ({:.0} lines/s)",
+        if dry_run { "dry run: " } else { "imported " },
+        n(&counts.files),
+        n(&counts.unreadable),
+        n(&counts.prompts),
+        n(&counts.observations),
+        n(&counts.used),
+        counts.skipped_total(),
+        n(&counts.events),
+        n(&counts.stored),
+        n(&counts.duplicates),
+        secs,
+        lines as f64 / secs.max(1e-9)
+    )
 }
 
 /// After `nmem install`: import the sessions already on disk, when asked to (`--import`) or when
@@ -432,6 +626,7 @@ pub fn offer(import: bool) -> ExitCode {
         since_ms: None,
         project: None,
         dry_run: false,
+        json: false,
     })
 }
 
@@ -509,16 +704,185 @@ fn send(conn: &mut client::Conn, events: Vec<Synth>, counts: &Counts) -> Result<
             .fetch_add(reply.duplicates + reply.ignored, Relaxed);
         // An event nmem cannot make sense of: counted, not fatal.
         counts
-            .skipped
+            .refused
             .fetch_add(reply.rejected.len() as u64, Relaxed);
     }
     Ok(())
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    pub(in crate::import) fn opts() -> Options {
+        Options {
+            paths: Vec::new(),
+            sources: Source::ALL.to_vec(),
+            since_ms: None,
+            project: None,
+            dry_run: true,
+            json: false,
+        }
+    }
+
     #[test]
     fn event_ids() {
         assert_ne!(super::event_id(&["a", "b"]), super::event_id(&["ab", ""]));
+    }
+
+    /// Feed the same bytes to every importer's line parser: none may panic, and every line read
+    /// is either used or counted under a reason.
+    fn parse_all(text: &[u8]) {
+        let o = opts();
+        let check = |c: &Counts| {
+            assert_eq!(
+                c.lines.load(Relaxed),
+                c.used.load(Relaxed) + c.skipped_total(),
+                "a line vanished uncounted"
+            );
+        };
+        let c = Counts::default();
+        claude::parse(text, "t.jsonl", &o, &c).unwrap();
+        check(&c);
+        let c = Counts::default();
+        codex::parse(text, "t.jsonl", &o, &c);
+        check(&c);
+        for whole in [false, true] {
+            let c = Counts::default();
+            gemini::parse_all_for_tests(text, whole, &o, &c);
+            check(&c);
+        }
+    }
+
+    /// JSON lines built from the keys and values the importers look at, so that the parsers'
+    /// inner branches are reached, not only their "not JSON" one.
+    fn transcript_value() -> impl Strategy<Value = serde_json::Value> {
+        let word = prop::sample::select(vec![
+            "user",
+            "assistant",
+            "system",
+            "gemini",
+            "message",
+            "session_meta",
+            "event_msg",
+            "response_item",
+            "turn_context",
+            "compacted",
+            "function_call",
+            "function_call_output",
+            "custom_tool_call",
+            "custom_tool_call_output",
+            "local_shell_call",
+            "exec_command_end",
+            "user_message",
+            "agent_message",
+            "task_complete",
+            "web_search_call",
+            "tool_use",
+            "tool_result",
+            "text",
+            "compact_boundary",
+            "state",
+            "s1",
+            "/p",
+            "c1",
+            "shell",
+            "01a0618f-a900-71b8-c2d3-e4f5a6b7c8d9",
+            "2026-09-02T10:00:00.000Z",
+            "<cwd>/p</cwd>",
+            "{\"command\":[\"bash\",\"-lc\",\"ls\"],\"workdir\":\"/p\"}",
+            "",
+        ]);
+        let key = prop::sample::select(vec![
+            "type",
+            "payload",
+            "sessionId",
+            "cwd",
+            "message",
+            "content",
+            "role",
+            "id",
+            "uuid",
+            "timestamp",
+            "turn_id",
+            "call_id",
+            "record_type",
+            "isSidechain",
+            "isMeta",
+            "tool_use_id",
+            "is_error",
+            "name",
+            "input",
+            "arguments",
+            "output",
+            "text",
+            "instructions",
+            "git",
+            "forked_from_id",
+            "source",
+            "subagent",
+            "$set",
+            "$rewindTo",
+            "messages",
+            "toolCalls",
+            "projectHash",
+            "last_agent_message",
+            "exit_code",
+            "aggregated_output",
+            "subtype",
+            "action",
+            "query",
+            "result",
+            "status",
+        ]);
+        let leaf = prop_oneof![
+            word.prop_map(serde_json::Value::from),
+            any::<i64>().prop_map(serde_json::Value::from),
+            any::<bool>().prop_map(serde_json::Value::from),
+            Just(serde_json::Value::Null),
+            ".{0,12}".prop_map(serde_json::Value::from),
+        ];
+        leaf.prop_recursive(4, 48, 6, move |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4).prop_map(serde_json::Value::from),
+                prop::collection::vec((key.clone(), inner), 0..6).prop_map(|kv| {
+                    serde_json::Value::Object(
+                        kv.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
+                    )
+                }),
+            ]
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+        #[test]
+        fn arbitrary_bytes_never_panic(lines in prop::collection::vec(any::<Vec<u8>>(), 0..8)) {
+            parse_all(&lines.join(&b'\n'));
+        }
+
+        #[test]
+        fn arbitrary_strings_never_panic(lines in prop::collection::vec(".{0,64}", 0..8)) {
+            parse_all(lines.join("\n").as_bytes());
+        }
+
+        #[test]
+        fn arbitrary_transcript_lines_never_panic(
+            lines in prop::collection::vec(transcript_value(), 0..10),
+            cut in any::<prop::sample::Index>(),
+        ) {
+            let mut text = lines.iter().map(|l| l.to_string()).collect::<Vec<_>>().join("\n");
+            parse_all(text.as_bytes());
+            // And the same cut anywhere, as a half-written file is (on a char boundary: the
+            // bytes test covers the rest).
+            let mut at = cut.index(text.len() + 1);
+            while !text.is_char_boundary(at) {
+                at -= 1;
+            }
+            text.truncate(at);
+            parse_all(text.as_bytes());
+        }
     }
 }
