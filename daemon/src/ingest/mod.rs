@@ -170,9 +170,13 @@ impl Ingest {
             return Ok(None);
         };
         let obj = value.as_object().expect("envelope checked it is an object");
-        let project = self.projects.resolve(env.cwd);
+        let mut project = self.projects.resolve(env.cwd);
         if self.excluded.contains(&project.name) {
             return Ok(None);
+        }
+        if event == Event::SessionStart {
+            // Read once per session start (one small file), not cached: checkouts change.
+            project.branch = project.read_branch();
         }
         let cx = Cx {
             harness: raw.harness,
