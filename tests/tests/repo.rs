@@ -66,6 +66,7 @@ fn a_worktree_shares_its_main_checkouts_project_and_the_digest_names_its_state()
     // Work in the main checkout first.
     assert_eq!(record(&home, "session_start.json", &main, "main-1"), "");
     record(&home, "read.json", &main, "main-1");
+    record(&home, "bash.git_commit.json", &main, "main-1");
     // A session in the worktree sees the main checkout's memory, under the same project.
     let ctx = context(&record(
         &home,
@@ -73,6 +74,10 @@ fn a_worktree_shares_its_main_checkouts_project_and_the_digest_names_its_state()
         &wt.join("src"),
         "wt-1",
     ));
+    assert!(
+        ctx.contains("commit 4e1a9c2 (rate-limits): Per-org rate limits"),
+        "{ctx}"
+    );
     let sessions: Vec<(String, String, String, Option<String>, Option<String>)> = home
         .db()
         .prepare("SELECT id, project, project_root, worktree, branch FROM sessions ORDER BY id")
@@ -123,7 +128,6 @@ fn a_worktree_shares_its_main_checkouts_project_and_the_digest_names_its_state()
     // Commits, a push, a PR, a real failure, a declined call, and hostile text in two places.
     for f in [
         "user_prompt.injection.json",
-        "bash.git_commit.json",
         "bash.git_push.json",
         "bash.gh_pr_create.json",
         "bash.error.injection.json",
@@ -148,7 +152,8 @@ fn a_worktree_shares_its_main_checkouts_project_and_the_digest_names_its_state()
     );
     // The wrapper is unbreakable: one opening tag first, one closing tag last, no other tag.
     assert!(ctx.starts_with("<nmem-context>\n") && ctx.ends_with("</nmem-context>"));
-    assert_eq!(ctx.matches("nmem-context>").count(), 2, "{ctx}");
+    assert_eq!(ctx.matches("<nmem-context>").count(), 1, "{ctx}");
+    assert_eq!(ctx.matches("</nmem-context>").count(), 1, "{ctx}");
     assert!(
         !ctx.contains("<system") && !ctx.contains("</system"),
         "{ctx}"
