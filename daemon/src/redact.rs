@@ -485,6 +485,9 @@ impl Redactor {
         if let crate::ingest::SessionEffect::Start { title: Some(t), .. } = &mut p.effect {
             n += self.redact(t);
         }
+        if let Some(b) = &mut p.project.branch {
+            n += self.redact(b);
+        }
         p.redactions = n;
         true
     }

@@ -209,9 +209,13 @@ impl Ingest {
         };
         let raw_obj = value.as_object().expect("envelope checked it is an object");
         bounds::check_cwd(env.cwd).map_err(PrepareError::TooLong)?;
-        let project = self.projects.resolve(env.cwd);
+        let mut project = self.projects.resolve(env.cwd);
         if self.excluded.contains(&project.name) {
             return Ok(None);
+        }
+        if event == Event::SessionStart {
+            // Read once per session start (one small file), not cached: checkouts change.
+            project.branch = project.read_branch();
         }
         // Redact the whole payload first: everything below cuts and summarises, and a secret cut
         // in two would no longer be recognised.

@@ -29,6 +29,7 @@ pub async fn save(app: &App, req: SaveRequest) -> Result<Saved, QueryError> {
             _ => Project {
                 root: String::new(),
                 name,
+                ..Project::default()
             },
         },
         None => {

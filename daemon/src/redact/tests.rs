@@ -229,6 +229,7 @@ fn quoted_values_are_values_and_dotenv_files_hide_every_value() {
         project: crate::ingest::Project {
             name: "w".into(),
             root: "/w".into(),
+            ..Default::default()
         },
         event: nmem_proto::harness::Event::ToolUse,
         event_name: "PostToolUse".into(),

@@ -42,7 +42,8 @@ pub fn index_pending(conn: &mut Connection) -> rusqlite::Result<u64> {
             },
         };
         let path = if table == "observations" {
-            "rel_path"
+            // A file outside the project has no relative path: its absolute one then.
+            "COALESCE(rel_path, file_path)"
         } else {
             "NULL"
         };

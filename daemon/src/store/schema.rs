@@ -11,6 +11,7 @@ const MIGRATION_SQL: &[&str] = &[
     include_str!("../../../migrations/003_prompt_identity.sql"),
     include_str!("../../../migrations/004_project_lookup.sql"),
     include_str!("../../../migrations/005_hybrid_retrieval.sql"),
+    include_str!("../../../migrations/008_path_terms.sql"),
 ];
 
 /// The migrations before 006, for tests that build a database as older versions wrote it.

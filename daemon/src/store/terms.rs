@@ -9,6 +9,12 @@
 //!
 //! The same splitting is applied to a query's terms ([`split_camel`]), so `invoiceTotal` finds
 //! `parseInvoiceTotal` too.
+//!
+//! A row's file path (project-relative, else absolute) comes first, whole and in order, whenever
+//! the text does not hold it: a failed call's text keeps only the head of long arguments, so
+//! without it `requirements.txt` or `src/ledger.ts` typed as a query (searched as the phrase of
+//! its words) would miss the file's observations. Its words are not deduplicated against the
+//! identifier parts, which would break the phrase.
 
 use rusqlite::functions::FunctionFlags;
 use rusqlite::Connection;
@@ -47,10 +53,27 @@ pub fn split_camel(word: &str) -> Option<Vec<String>> {
     (parts.len() > 1).then_some(parts)
 }
 
-/// The extra words of one row: identifier parts of `text` and of `path`, each once.
+/// The extra words of one row: the file's path when the text lacks it, then the identifier
+/// parts of `text` and of `path`, each once.
 pub fn terms(text: &str, path: Option<&str>) -> String {
-    let mut seen: HashSet<String> = HashSet::new();
     let mut out = String::new();
+    if let Some(p) = path.filter(|p| !text.contains(p)) {
+        // Contiguous and in order (a suffix like `ledger/ledger.ts` is a phrase of these words),
+        // lower-cased because the tokenizer folds case anyway.
+        for word in p
+            .split(|c: char| !c.is_alphanumeric())
+            .filter(|w| !w.is_empty())
+        {
+            if out.len() + word.len() >= MAX_TERMS_BYTES / 2 {
+                break;
+            }
+            if !out.is_empty() {
+                out.push(' ');
+            }
+            out.push_str(&word.to_lowercase());
+        }
+    }
+    let mut seen: HashSet<String> = HashSet::new();
     let mut add = |w: &str, out: &mut String| {
         if out.len() + w.len() < MAX_TERMS_BYTES && seen.insert(w.to_string()) {
             if !out.is_empty() {
@@ -69,15 +92,6 @@ pub fn terms(text: &str, path: Option<&str>) -> String {
         }
         if out.len() >= MAX_TERMS_BYTES {
             break;
-        }
-    }
-    if let Some(p) = path.filter(|p| !text.contains(p)) {
-        // The path's own words, so a file is found by the folder it sits in even when the
-        // text names only the file.
-        for word in p.split(|c: char| !c.is_alphanumeric()) {
-            if word.len() > 1 {
-                add(&word.to_lowercase(), &mut out);
-            }
         }
     }
     out
@@ -129,6 +143,19 @@ mod tests {
             "invoice math parse total"
         );
         assert_eq!(terms("cargo test", None), "");
+        // A failed call's text cut its arguments short: the path comes whole, in order, even
+        // when a word repeats or is also an identifier part of the text.
+        assert_eq!(
+            terms(
+                "Edit: String to replace not found in file.\nfile_path=/home/dev/src/shop/src/le…",
+                Some("src/ledger/ledger.ts")
+            ),
+            "src ledger ledger ts"
+        );
+        assert_eq!(
+            terms("parseLedger failed", Some("src/ledger.ts")),
+            "src ledger ts parse ledger"
+        );
     }
 
     proptest! {

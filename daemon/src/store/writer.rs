@@ -307,8 +307,13 @@ fn apply(
     let t = ev.received_at;
     let t_event = t;
     conn.prepare_cached(
-        "INSERT INTO sessions (id, harness, project, project_root, cwd, started_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT(id) DO NOTHING",
+        // A worktree's path and the branch read at SessionStart are the session's metadata
+        // (the latest start's branch wins: a resumed session may be on another branch).
+        "INSERT INTO sessions (id, harness, project, project_root, cwd, started_at, worktree, branch)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT(id) DO UPDATE SET
+           branch = COALESCE(excluded.branch, branch),
+           worktree = COALESCE(worktree, excluded.worktree)
+         WHERE excluded.branch IS NOT NULL OR (worktree IS NULL AND excluded.worktree IS NOT NULL)",
     )?
     .execute(params![
         ev.session_id,
@@ -316,7 +321,9 @@ fn apply(
         ev.project.name,
         ev.project.root,
         ev.cwd,
-        t
+        t,
+        ev.project.worktree,
+        ev.project.branch
     ])?;
 
     for t in &ev.thoughts {

@@ -47,7 +47,7 @@ pub(crate) fn extract(cx: &Cx, call: &ToolCall) -> Option<Obs> {
     obs.tool_use_id = call.tool_use_id.map(str::to_string);
     if let Some(path) = obs.file_path.take() {
         let abs = absolute(&path, cx.cwd);
-        obs.rel_path = project::relative(&abs, &cx.project.root);
+        obs.rel_path = project::relative(&abs, cx.project.checkout());
         obs.file_path = Some(abs);
     }
     Some(obs)
