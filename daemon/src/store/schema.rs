@@ -11,8 +11,10 @@ const MIGRATION_SQL: &[&str] = &[
     include_str!("../../../migrations/003_prompt_identity.sql"),
     include_str!("../../../migrations/004_project_lookup.sql"),
     include_str!("../../../migrations/005_hybrid_retrieval.sql"),
-    include_str!("../../../migrations/008_path_terms.sql"),
 ];
+
+/// The migrations after 006, plain SQL.
+const LATER_SQL: &[&str] = &[include_str!("../../../migrations/007_path_terms.sql")];
 
 /// The migrations before 006, for tests that build a database as older versions wrote it.
 #[cfg(test)]
@@ -22,7 +24,7 @@ pub(crate) const OLD_MIGRATION_SQL: &[&str] = MIGRATION_SQL;
 const FIDELITY_SQL: &str = include_str!("../../../migrations/006_fidelity.sql");
 
 /// The schema version this build writes (`PRAGMA user_version` after migrating).
-pub const SCHEMA_VERSION: u32 = MIGRATION_SQL.len() as u32 + 1;
+pub const SCHEMA_VERSION: u32 = (MIGRATION_SQL.len() + 1 + LATER_SQL.len()) as u32;
 
 fn migrations() -> Migrations<'static> {
     let mut ms: Vec<M> = MIGRATION_SQL.iter().map(|sql| M::up(sql)).collect();
@@ -33,6 +35,7 @@ fn migrations() -> Migrations<'static> {
             Ok(())
         },
     ));
+    ms.extend(LATER_SQL.iter().map(|sql| M::up(sql)));
     Migrations::new(ms)
 }
 
