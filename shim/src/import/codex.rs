@@ -283,6 +283,10 @@ pub(super) fn parse(text: &[u8], tp: &str, opts: &Options, counts: &Counts) -> V
                 subagent = p["source"].get("subagent").is_some();
                 own_header_at = at;
                 own_start = uuid7_ms(id).unwrap_or(at);
+                // A fork names its parent: its copy follows, with or without the parent's header.
+                if p["forked_from_id"].as_str().is_some_and(|f| !f.is_empty()) {
+                    copy_bound = Some(at.saturating_add(2_000));
+                }
                 counts.used(1);
             } else if id != session && !id.is_empty() {
                 // An ancestor's header: what follows is its history, copied by a fork.
@@ -727,6 +731,27 @@ mod tests {
         assert_eq!(prompts[0].session, "fork");
         assert_eq!(counts.skipped(Reason::CopiedFromParent), 3);
         assert!(!events.iter().any(|e| e.event == "Stop"));
+        // The same without the parent's header in the copy: `forked_from_id` says a copy follows.
+        let without_header: Vec<&str> = text
+            .lines()
+            .enumerate()
+            .filter(|(i, _)| *i != 1)
+            .map(|(_, l)| l)
+            .collect();
+        let counts = Counts::default();
+        let events = parse(
+            without_header.join("\n").as_bytes(),
+            "t",
+            &super::super::tests::opts(),
+            &counts,
+        );
+        let prompts: Vec<&Synth> = events
+            .iter()
+            .filter(|e| e.event == "UserPromptSubmit")
+            .collect();
+        assert_eq!(prompts.len(), 1);
+        assert!(String::from_utf8_lossy(&prompts[0].payload).contains("the fork's own"));
+        assert_eq!(counts.skipped(Reason::CopiedFromParent), 2);
     }
 
     /// A subagent's rollout (spawned by `spawn_agent`): its prompt is the parent agent's task,
