@@ -99,6 +99,27 @@ pub struct Bound {
     pub owned_path: Option<PathBuf>,
 }
 
+/// Check the socket's folder and path before anything is created (database, lock), so a refused
+/// start changes nothing: [`bind`] checks again when it binds.
+pub fn preflight(paths: &Paths) -> Result<(), StartError> {
+    if std::env::var_os("LISTEN_FDS").is_some() {
+        return Ok(()); // the service manager owns the socket
+    }
+    let path = &paths.socket;
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        if dir.exists() {
+            nmem_proto::paths::check_private_dir(dir, "NMEM_SOCKET")
+                .map_err(|e| StartError::Unsafe(format!("the socket's folder: {e}")))?;
+        }
+    }
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if !meta.file_type().is_socket() => {
+            Err(StartError::NotASocket(path.display().to_string()))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// Take the socket from systemd (`LISTEN_PID`/`LISTEN_FDS`) or bind our own.
 pub fn bind(paths: &Paths) -> Result<Bound, StartError> {
     if let Some(listener) = inherited_socket() {

@@ -181,6 +181,7 @@ fn run() -> anyhow::Result<()> {
     unsafe { libc::umask(0o077) };
     let paths = Paths::from_env();
     let config = Config::load(&paths.config)?;
+    listener::preflight(&paths)?;
     // Each folder must be the user's own and closed to others (never chmod'ed if it exists); the
     // error names the variable that moves it.
     for (dir, var) in [

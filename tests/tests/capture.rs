@@ -391,11 +391,13 @@ fn files_are_owner_only_a_second_daemon_refuses_and_a_stale_socket_is_replaced()
     // A stale socket: bound, then its owner went away without removing it.
     drop(std::os::unix::net::UnixListener::bind(&home.paths.socket).unwrap());
     assert!(home.paths.socket.exists());
-    let d = home.start();
     let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    let home_mode = mode(&home.dir);
+    let d = home.start();
     assert_eq!(mode(&home.paths.socket), 0o600);
     assert_eq!(mode(&home.paths.db), 0o600);
-    assert_eq!(mode(&home.dir), 0o700);
+    // A folder nmem did not create keeps its mode (issue 13 item 4); what nmem creates is 0700.
+    assert_eq!(mode(&home.dir), home_mode);
     assert!(home
         .record("claude-code", &bash_event("perm", 1))
         .status

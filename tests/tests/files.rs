@@ -50,14 +50,35 @@ struct FifoRelease(Vec<PathBuf>);
 
 impl Drop for FifoRelease {
     fn drop(&mut self) {
-        for p in &self.0 {
-            let c = CString::new(p.to_str().unwrap()).unwrap();
-            for _ in 0..4 {
+        // Opening for writing succeeds only while a reader waits (else ENXIO): keep releasing
+        // readers until none has waited for a while, within a bound.
+        let start = Instant::now();
+        let mut idle_since = Instant::now();
+        while start.elapsed() < Duration::from_secs(10)
+            && idle_since.elapsed() < Duration::from_millis(500)
+        {
+            for p in &self.0 {
+                let c = CString::new(p.to_str().unwrap()).unwrap();
                 let fd = unsafe { libc::open(c.as_ptr(), libc::O_WRONLY | libc::O_NONBLOCK) };
                 if fd >= 0 {
                     unsafe { libc::close(fd) };
+                    idle_since = Instant::now();
                 }
             }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+/// SIGKILLs a daemon when the test fails: one stuck on what the test planted (the bug) would
+/// never finish a SIGTERM, and the test must fail, not hang. Declare it after the [`Daemon`] so it
+/// is dropped first.
+struct KillOnFailure(i32);
+
+impl Drop for KillOnFailure {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            unsafe { libc::kill(self.0, libc::SIGKILL) };
         }
     }
 }
@@ -220,6 +241,7 @@ fn spool_entries_that_are_not_regular_files_are_quarantined_and_the_drain_goes_o
     assert_eq!(home.spool_files(), planted.len() + 1);
 
     let d = home.start();
+    let _kill = KillOnFailure(d.pid());
     // The bound is one drain pass (milliseconds); 20 s is far above it.
     wait_until(
         "the spool to drain past the planted entries",
@@ -278,12 +300,15 @@ fn a_transcript_path_naming_a_fifo_device_or_folder_never_blocks_other_events() 
     let home = Home::new("tfifo");
     let fifo = home.dir.join("fifo.jsonl");
     mkfifo(&fifo);
-    let _release = FifoRelease(vec![fifo.clone()]);
     let zero = home.dir.join("zero.jsonl");
     std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
     let folder = home.dir.join("folder.jsonl");
     std::fs::create_dir(&folder).unwrap();
     let d = home.start();
+    // Declared after the daemon, so dropped before it: a daemon blocked on the FIFO is released
+    // and can stop.
+    let release = FifoRelease(vec![fifo.clone()]);
+    let kill = KillOnFailure(d.pid());
     // The hook's deadline is raised far above what storing takes: an event that is spooled here
     // means the daemon was blocked for 10 s.
     let hook = |session: &str, n: usize, t: &Path| {
@@ -308,6 +333,7 @@ fn a_transcript_path_naming_a_fifo_device_or_folder_never_blocks_other_events() 
     assert_eq!(home.count("SELECT COUNT(*) FROM observations"), n as i64);
 
     // The spool drain: the same events spooled while the daemon is down are drained.
+    drop(kill);
     d.stop();
     for i in 0..2 {
         assert!(hook("spooled-t", i, &fifo).status.success());
@@ -317,7 +343,9 @@ fn a_transcript_path_naming_a_fifo_device_or_folder_never_blocks_other_events() 
         .status
         .success());
     assert_eq!(home.spool_files(), 3);
-    let _d = home.start();
+    let d = home.start();
+    let _release = release;
+    let _kill = KillOnFailure(d.pid());
     wait_until(
         "the spool to drain past events naming a FIFO",
         Duration::from_secs(20),
@@ -348,6 +376,7 @@ fn nmem_socket_naming_a_regular_file_leaves_it_alone() {
         "{err}"
     );
     assert_eq!(std::fs::read(&precious).unwrap(), b"my notes\n");
+    assert!(!home.paths.db.exists(), "a refused start creates nothing");
 }
 
 #[test]
