@@ -856,6 +856,8 @@ pub fn config_check() -> ExitCode {
 fn systemd_unit_active() -> bool {
     std::process::Command::new("systemctl")
         .args(["--user", "is-enabled", "--quiet", "nmemd.socket"])
+        // Without nmem's units (or a user bus) systemctl complains; that only means "no".
+        .stderr(std::process::Stdio::null())
         .status()
         .is_ok_and(|s| s.success())
 }
