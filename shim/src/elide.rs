@@ -50,10 +50,24 @@ pub enum ElideError {
 
 /// Whether `b` may appear in JSON outside a string.
 fn json_byte(b: u8) -> bool {
-    matches!(b,
-        b' ' | b'\t' | b'\n' | b'\r' | b':' | b',' | b'{' | b'}' | b'[' | b']' | b'"'
-        | b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E'
-        | b't' | b'r' | b'u' | b'f' | b'a' | b'l' | b's' | b'n')
+    matches!(
+        b,
+        b' ' | b'\t' | b'\n' | b'\r' | b':' | b',' | b'{' | b'}' | b'[' | b']' | b'"' | b'0'
+            ..=b'9'
+                | b'-'
+                | b'+'
+                | b'.'
+                | b'e'
+                | b'E'
+                | b't'
+                | b'r'
+                | b'u'
+                | b'f'
+                | b'a'
+                | b'l'
+                | b's'
+                | b'n'
+    )
 }
 
 /// Where a payload read so far stands: complete, still open, or not JSON.
@@ -229,6 +243,13 @@ impl Elider {
                                 items: 1,
                             };
                         }
+                        // Whitespace runs become one space: a pretty-printed document
+                        // shrinks, and blanks alone can never fill the output.
+                        b' ' | b'\t' | b'\n' | b'\r' => {
+                            if !self.out.last().is_some_and(u8::is_ascii_whitespace) {
+                                self.out.push(b' ');
+                            }
+                        }
                         _ => self.out.push(b),
                     }
                 }
@@ -295,7 +316,9 @@ impl Elider {
                     input = &input[i + 1..];
                     let hex = hex(std::mem::take(hasher).finalize().as_slice());
                     let marker = if self.stack.pop().unwrap_or(true) {
-                        format!(",\"[nmem: elided {items} more items, {bytes} bytes, sha256 {hex}]\"")
+                        format!(
+                            ",\"[nmem: elided {items} more items, {bytes} bytes, sha256 {hex}]\""
+                        )
                     } else {
                         format!(",\"nmem_elided\":\"[nmem: elided {items} more members, {bytes} bytes, sha256 {hex}]\"")
                     };
@@ -435,6 +458,10 @@ mod tests {
         for split in [1, 2, 3, 7, 100] {
             assert_eq!(run(doc, split), doc.to_vec(), "split {split}");
         }
+        assert_eq!(
+            run(b"{\n  \"a\" :\t[ 1 ]\n}\n", 3),
+            b"{ \"a\" : [ 1 ] } ".to_vec()
+        );
     }
 
     #[test]
@@ -459,7 +486,12 @@ mod tests {
     #[test]
     fn long_arrays_keep_their_head_and_a_marker() {
         let names: Vec<String> = (0..500_000)
-            .map(|i| format!("/home/dev/shop/node_modules/pkg{}/lib/file{i}.js", i % 977))
+            .map(|i| {
+                format!(
+                    "/home/dev/shop/node_modules/@acme/package-{}/dist/esm/components/module-{i:06}.js",
+                    i % 977
+                )
+            })
             .collect();
         let doc = serde_json::json!({
             "session_id": "s", "hook_event_name": "PostToolUse", "tool_name": "Glob",
@@ -467,7 +499,7 @@ mod tests {
             "cwd": "/home/dev/shop",
         })
         .to_string();
-        assert!(doc.len() > 30 * 1024 * 1024);
+        assert!(doc.len() > 39 * 1024 * 1024, "{} bytes", doc.len());
         let out = run(doc.as_bytes(), 256 * 1024);
         assert!(out.len() < BUDGET + 1024 * 1024, "{} bytes", out.len());
         let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
@@ -480,7 +512,11 @@ mod tests {
             .and_then(|m| m.split(' ').next())
             .and_then(|n| n.parse().ok())
             .unwrap_or_else(|| panic!("{marker}"));
-        assert_eq!(kept.len() - 1 + more, 500_000, "every name is kept or counted");
+        assert_eq!(
+            kept.len() - 1 + more,
+            500_000,
+            "every name is kept or counted"
+        );
         // Members after the array, past the budget, are summarised in nested objects.
         assert!(v["tool_response"]["nmem_elided"]
             .as_str()

@@ -324,17 +324,15 @@ pub fn judge(line: &[u8]) -> Verdict {
     }
     let null = Value::Null;
     let Ok(text) = std::str::from_utf8(line) else {
-        return Verdict::Answer(error_line(&null, -32700, "Parse error: the line is not UTF-8"));
+        return Verdict::Answer(error_line(
+            &null,
+            -32700,
+            "Parse error: the line is not UTF-8",
+        ));
     };
     let v: Value = match serde_json::from_str(text) {
         Ok(v) => v,
-        Err(e) => {
-            return Verdict::Answer(error_line(
-                &null,
-                -32700,
-                &format!("Parse error: {e}"),
-            ))
-        }
+        Err(e) => return Verdict::Answer(error_line(&null, -32700, &format!("Parse error: {e}"))),
     };
     let Value::Object(o) = &v else {
         let why = if v.is_array() {
@@ -437,13 +435,18 @@ pub fn run() -> anyhow::Result<()> {
                     let mut rest = Vec::new();
                     loop {
                         rest.clear();
-                        let m = (&mut stdin).take(1 << 20).read_until(b'\n', &mut rest).await?;
+                        let m = (&mut stdin)
+                            .take(1 << 20)
+                            .read_until(b'\n', &mut rest)
+                            .await?;
                         if m == 0 || rest.last() == Some(&b'\n') {
                             break;
                         }
                     }
                     let msg = format!("Invalid Request: a line is at most {MAX_LINE} bytes");
-                    let _ = answers_tx.send(error_line(&Value::Null, -32600, &msg)).await;
+                    let _ = answers_tx
+                        .send(error_line(&Value::Null, -32600, &msg))
+                        .await;
                     continue;
                 }
                 match judge(&line) {
@@ -523,20 +526,46 @@ mod tests {
     fn broken_json_rpc_is_answered() {
         assert_eq!(code(judge(b"{not json")).0, -32700);
         assert_eq!(code(judge(b"\xff\xfe{}")).0, -32700);
-        assert_eq!(code(judge(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"a\x00\"}")).0, -32700);
+        assert_eq!(
+            code(judge(
+                b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"a\x00\"}"
+            ))
+            .0,
+            -32700
+        );
         assert_eq!(code(judge("[".repeat(10_000).as_bytes())).0, -32700);
         assert_eq!(code(judge(b"[]")).0, -32600);
         assert_eq!(code(judge(b"42")).0, -32600);
-        assert_eq!(code(judge(br#"{"jsonrpc":"1.0","id":3,"method":"ping"}"#)), (-32600, 3.into()));
-        assert_eq!(code(judge(br#"{"jsonrpc":"2.0","id":{},"method":"ping"}"#)).0, -32600);
-        assert_eq!(code(judge(br#"{"jsonrpc":"2.0","id":4}"#)), (-32600, 4.into()));
+        assert_eq!(
+            code(judge(br#"{"jsonrpc":"1.0","id":3,"method":"ping"}"#)),
+            (-32600, 3.into())
+        );
+        assert_eq!(
+            code(judge(br#"{"jsonrpc":"2.0","id":{},"method":"ping"}"#)).0,
+            -32600
+        );
+        assert_eq!(
+            code(judge(br#"{"jsonrpc":"2.0","id":4}"#)),
+            (-32600, 4.into())
+        );
         assert_eq!(
             code(judge(br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"search","arguments":"oops"}}"#)),
             (-32602, 7.into())
         );
-        assert_eq!(code(judge(br#"{"jsonrpc":"2.0","id":"x","method":"ping","params":5}"#)), (-32602, "x".into()));
-        assert_eq!(judge(br#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#), Verdict::Forward);
-        assert_eq!(judge(br#"{"jsonrpc":"2.0","id":1,"result":{"roots":[]}}"#), Verdict::Forward);
+        assert_eq!(
+            code(judge(
+                br#"{"jsonrpc":"2.0","id":"x","method":"ping","params":5}"#
+            )),
+            (-32602, "x".into())
+        );
+        assert_eq!(
+            judge(br#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#),
+            Verdict::Forward
+        );
+        assert_eq!(
+            judge(br#"{"jsonrpc":"2.0","id":1,"result":{"roots":[]}}"#),
+            Verdict::Forward
+        );
         assert_eq!(judge(b"  \r\n"), Verdict::Skip);
     }
 

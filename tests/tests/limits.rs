@@ -94,7 +94,11 @@ fn hooks_are_stored_directly_while_1100_idle_connections_are_open() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    assert_eq!(home.spool_files(), 0, "hooks spooled instead of being served");
+    assert_eq!(
+        home.spool_files(),
+        0,
+        "hooks spooled instead of being served"
+    );
     assert_eq!(
         home.count("SELECT COUNT(*) FROM observations WHERE session_id = 'idle'"),
         10
@@ -252,21 +256,44 @@ fn oversized_requests_get_a_clear_400_without_internals() {
     let huge = "word ".repeat(200_000);
     let long_cwd = format!("/home/dev/{}", "d/".repeat(300_000));
     let cases = [
-        (PATH_SEARCH, json!({"query": "echo", "obs_type": types}), "obs_type"),
-        (PATH_SEARCH, json!({"query": "echo", "files": files}), "files"),
+        (
+            PATH_SEARCH,
+            json!({"query": "echo", "obs_type": types}),
+            "obs_type",
+        ),
+        (
+            PATH_SEARCH,
+            json!({"query": "echo", "files": files}),
+            "files",
+        ),
         (PATH_SEARCH, json!({"query": huge}), "KB"),
-        (PATH_SEARCH, json!({"query": "echo", "cwd": long_cwd}), "cwd"),
+        (
+            PATH_SEARCH,
+            json!({"query": "echo", "cwd": long_cwd}),
+            "cwd",
+        ),
         (PATH_TIMELINE, json!({"query": huge}), "query"),
-        (PATH_TIMELINE, json!({"anchor": 1, "project": "p".repeat(10_000)}), "project"),
+        (
+            PATH_TIMELINE,
+            json!({"anchor": 1, "project": "p".repeat(10_000)}),
+            "project",
+        ),
         (PATH_RECENT, json!({"cwd": long_cwd}), "cwd"),
-        (PATH_MEMORIES, json!({"text": "m".repeat(10 << 20), "project": "app"}), "text"),
+        (
+            PATH_MEMORIES,
+            json!({"text": "m".repeat(10 << 20), "project": "app"}),
+            "text",
+        ),
     ];
     for (path, body, names) in cases {
         let start = Instant::now();
         let (status, reply) = post(&home, path, &body);
         let shown: String = reply.chars().take(300).collect();
         assert_eq!(status, 400, "{path} {names}: {shown}");
-        assert!(reply.contains(names), "{path}: the reply does not name `{names}`: {shown}");
+        assert!(
+            reply.contains(names),
+            "{path}: the reply does not name `{names}`: {shown}"
+        );
         for internal in ["SELECT", "sqlite", "Expression tree", "nmem.db", "/tmp/"] {
             assert!(!reply.contains(internal), "{path}: internals in {shown}");
         }
@@ -296,12 +323,21 @@ fn a_hook_with_a_megabyte_cwd_is_refused_and_search_stays_fast() {
     assert_eq!(home.count("SELECT COUNT(*) FROM observations"), 0);
     assert_eq!(home.spool_files(), 0);
     wait_until("the daemon to answer", Duration::from_secs(10), || {
-        post(&home, nmem_proto::wire::PATH_RECENT, &serde_json::json!({"project": null})).0 == 200
+        post(
+            &home,
+            nmem_proto::wire::PATH_RECENT,
+            &serde_json::json!({"project": null}),
+        )
+        .0 == 200
     });
 }
 
 /// Wait for `child` to exit, failing on a deadline far above what it should take.
-fn wait_exit(child: &mut std::process::Child, deadline: Duration, what: &str) -> std::process::ExitStatus {
+fn wait_exit(
+    child: &mut std::process::Child,
+    deadline: Duration,
+    what: &str,
+) -> std::process::ExitStatus {
     let start = Instant::now();
     loop {
         if let Some(status) = child.try_wait().unwrap() {
@@ -321,7 +357,12 @@ fn a_40_mb_glob_result_is_stored_elided_not_dropped() {
     let home = Home::new("glob");
     let _daemon = home.start();
     let names: Vec<String> = (0..500_000)
-        .map(|i| format!("/home/dev/shop/node_modules/pkg{}/dist/esm/module{i}.js", i % 911))
+        .map(|i| {
+            format!(
+                "/home/dev/shop/node_modules/@acme/package-{}/dist/esm/components/module-{i:06}.js",
+                i % 911
+            )
+        })
         .collect();
     let payload = serde_json::json!({
         "session_id": "glob", "cwd": "/home/dev/shop", "hook_event_name": "PostToolUse",
@@ -334,7 +375,11 @@ fn a_40_mb_glob_result_is_stored_elided_not_dropped() {
     let out = home.record_with("claude-code", payload.as_bytes(), |c| {
         c.env("NMEM_TIMEOUT_MS", "60000");
     });
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(
         !home.paths.spool_dropped_log().exists(),
         "dropped: {}",
@@ -342,7 +387,9 @@ fn a_40_mb_glob_result_is_stored_elided_not_dropped() {
     );
     assert_eq!(home.spool_files(), 0);
     assert_eq!(
-        home.count("SELECT COUNT(*) FROM observations WHERE session_id = 'glob' AND tool_name = 'Glob'"),
+        home.count(
+            "SELECT COUNT(*) FROM observations WHERE session_id = 'glob' AND tool_name = 'Glob'"
+        ),
         1
     );
 }
@@ -358,12 +405,24 @@ fn dev_zero_on_stdin_is_refused_as_malformed_at_once() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let status = wait_exit(&mut child, Duration::from_secs(60), "nmem record < /dev/zero");
+    let status = wait_exit(
+        &mut child,
+        Duration::from_secs(60),
+        "nmem record < /dev/zero",
+    );
     let mut err = String::new();
-    child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
     assert_eq!(status.code(), Some(1), "{err}");
     assert!(err.contains("not JSON") && err.contains("0x00"), "{err}");
-    assert!(!home.paths.spool_dropped_log().exists(), "logged as dropped, not refused");
+    assert!(
+        !home.paths.spool_dropped_log().exists(),
+        "logged as dropped, not refused"
+    );
     assert_eq!(home.spool_files(), 0);
 }
 
@@ -390,11 +449,18 @@ fn a_hook_whose_stdin_stays_open_returns_once_the_payload_is_complete() {
         stdin.write_all(&payload).unwrap();
         stdin.flush().unwrap();
         // stdin stays open: before, the hook waited for EOF (the harness's own timeout).
-        let status = wait_exit(&mut child, Duration::from_secs(30), "nmem record with stdin open");
+        let status = wait_exit(
+            &mut child,
+            Duration::from_secs(30),
+            "nmem record with stdin open",
+        );
         drop(stdin);
         assert!(status.success());
     }
-    assert_eq!(home.count("SELECT COUNT(*) FROM observations WHERE session_id = 'open'"), 2);
+    assert_eq!(
+        home.count("SELECT COUNT(*) FROM observations WHERE session_id = 'open'"),
+        2
+    );
     assert_eq!(home.spool_files(), 0);
 }
 
@@ -430,7 +496,8 @@ fn nmem_serve_answers_broken_json_rpc() {
             .expect("no reply from nmem serve");
         serde_json::from_str(&line).unwrap()
     };
-    let mut long = b"{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"ping\",\"params\":{\"pad\":\"".to_vec();
+    let mut long =
+        b"{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"ping\",\"params\":{\"pad\":\"".to_vec();
     long.extend(std::iter::repeat_n(b'a', 9 * 1024 * 1024));
     long.extend_from_slice(b"\"}}");
     let cases: Vec<(Vec<u8>, i64, serde_json::Value)> = vec![
@@ -461,5 +528,9 @@ fn nmem_serve_answers_broken_json_rpc() {
     assert_eq!(reply["id"], 10, "{reply}");
     assert!(reply["result"]["serverInfo"].is_object(), "{reply}");
     drop(stdin);
-    wait_exit(&mut child, Duration::from_secs(30), "nmem serve after stdin closed");
+    wait_exit(
+        &mut child,
+        Duration::from_secs(30),
+        "nmem serve after stdin closed",
+    );
 }
