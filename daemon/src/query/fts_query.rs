@@ -63,7 +63,9 @@ pub fn plan(text: &str) -> LexPlan {
         };
     }
     let mut terms: Vec<&str> = Vec::new();
-    for t in text.split_whitespace() {
+    // Control characters separate terms too: FTS5 ends a string at a NUL ("unterminated
+    // string"), found by the property test below.
+    for t in text.split(|c: char| c.is_whitespace() || c.is_control()) {
         let t = t.trim_matches(|c: char| !c.is_alphanumeric());
         // Nothing searchable in it (`()`, `--`, `=>`), or a repeat.
         if t.chars().any(char::is_alphanumeric) && !terms.contains(&t) {
