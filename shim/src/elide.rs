@@ -594,7 +594,7 @@ mod tests {
         let leaf = prop_oneof![
             Just(Value::Null),
             any::<bool>().prop_map(Value::Bool),
-            any::<i64>().prop_map(|n| Value::from(n)),
+            any::<i64>().prop_map(Value::from),
             "\\PC{0,20}".prop_map(Value::String),
         ];
         leaf.prop_recursive(4, 64, 8, |inner| {
