@@ -92,7 +92,7 @@ pub fn raise_nofile_limit() -> u64 {
             }
         }
     }
-    lim.rlim_cur as u64
+    lim.rlim_cur
 }
 
 struct Entry {

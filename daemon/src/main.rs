@@ -259,6 +259,9 @@ fn run() -> anyhow::Result<()> {
         app.writer.shutdown().await;
         anyhow::Ok(())
     })?;
+    // Dropping a runtime waits for its blocking tasks without end (a query, a file read): give
+    // them a moment, then leave them, so the process exits and releases the lock.
+    rt.shutdown_timeout(std::time::Duration::from_secs(2));
     writer_thread
         .join()
         .map_err(|_| anyhow::anyhow!("the writer thread panicked"))?;

@@ -2,8 +2,9 @@
 //!
 //! It must cost the agent nothing it can feel and never lose what it was given:
 //!
-//! 1. Read the payload (stdin; Codex's `notify` passes it as the last argument). Payloads over
-//!    1 MiB are streamed through [`crate::elide`] so long strings become short markers.
+//! 1. Read the payload (stdin; Codex's `notify` passes it as the last argument) until the JSON
+//!    value is complete, not until EOF. Payloads over 1 MiB are streamed through
+//!    [`crate::elide`] so long strings and long arrays become short markers.
 //! 2. Validate the minimum (`nmem_proto::harness`). Malformed: exit 1, one line on stderr,
 //!    nothing stored. An event nmem stores nothing for: exit 0 at once.
 //! 3. Forward the raw bytes with an event id and the receive time, under a hard deadline.
@@ -88,7 +89,12 @@ pub fn main(args: &[String]) -> ExitCode {
         (_, None) => match read_stdin() {
             Ok(Some(p)) => p,
             Ok(None) => return ExitCode::SUCCESS, // too large: dropped and counted
-            Err(e) => return fail(&format!("cannot read the hook payload from stdin: {e}")),
+            Err(ReadFail::Io(e)) => {
+                return fail(&format!("cannot read the hook payload from stdin: {e}"))
+            }
+            Err(ReadFail::Malformed(why)) => {
+                return fail(&format!("the hook payload is not JSON: {why}"))
+            }
         },
     };
 
@@ -168,29 +174,74 @@ pub fn main(args: &[String]) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// The payload, or `None` when it was too large to keep (dropped and counted).
-fn read_stdin() -> std::io::Result<Option<Vec<u8>>> {
+/// Why the payload could not be read.
+enum ReadFail {
+    Io(std::io::Error),
+    /// Not JSON (a NUL byte, `/dev/zero`, nesting past the parser's limit): what and where.
+    Malformed(String),
+}
+
+/// The payload, or `None` when it was too large to keep (dropped and counted, with the reason).
+///
+/// Reading stops as soon as the top-level value is complete (a harness may keep stdin open
+/// after the payload; only bytes already there are taken, so trailing data is still refused),
+/// or at the first byte no JSON document has.
+fn read_stdin() -> Result<Option<Vec<u8>>, ReadFail> {
+    use crate::elide::{ElideError, Scan};
     let mut stdin = std::io::stdin().lock();
     let mut buf = Vec::with_capacity(16 * 1024);
-    (&mut stdin)
-        .take(ORDINARY as u64 + 1)
-        .read_to_end(&mut buf)?;
-    if buf.len() <= ORDINARY {
-        return Ok(Some(buf));
+    let mut scan = Scan::default();
+    let mut chunk = vec![0u8; 64 * 1024];
+    while buf.len() <= ORDINARY {
+        let n = match stdin.read(&mut chunk) {
+            Ok(0) => return Ok(Some(buf)),
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(ReadFail::Io(e)),
+        };
+        let stop = scan.feed(&chunk[..n]);
+        buf.extend_from_slice(&chunk[..n]);
+        if let Some(why) = scan.bad.take() {
+            return Err(ReadFail::Malformed(why));
+        }
+        if stop {
+            take_ready(&mut stdin, &mut buf, &mut chunk);
+            return Ok(Some(buf));
+        }
     }
-    match crate::elide::elide_stream(&buf, &mut stdin) {
-        Ok(out) => Ok(Some(out)),
-        Err(crate::elide::ElideError::Io(e)) => Err(e),
-        Err(crate::elide::ElideError::TooLarge(n)) => {
-            let paths = Paths::from_env();
-            let _ = nmem_proto::paths::ensure_private_dir(&paths.state);
-            spool::log_dropped(
-                &paths.spool_dropped_log(),
-                "hook payload",
-                n,
-                "payload over the 256 MiB limit",
-            );
-            Ok(None)
+    let (seen, reason) = match crate::elide::elide_stream(&buf, &mut stdin) {
+        Ok(out) => return Ok(Some(out)),
+        Err(ElideError::Io(e)) => return Err(ReadFail::Io(e)),
+        Err(ElideError::Malformed(why)) => return Err(ReadFail::Malformed(why)),
+        Err(ElideError::TooLarge(n)) => (n, "payload over the 256 MiB limit"),
+        Err(ElideError::TooLargeElided(n)) => (
+            n,
+            "payload still over 32 MiB once elided (a top-level object with millions of members)",
+        ),
+    };
+    let paths = Paths::from_env();
+    let _ = nmem_proto::paths::ensure_private_dir(&paths.state);
+    spool::log_dropped(&paths.spool_dropped_log(), "hook payload", seen, reason);
+    Ok(None)
+}
+
+/// After a complete value, take what stdin already holds (without waiting for more), so data
+/// written after the value is still seen and refused.
+fn take_ready(stdin: &mut impl Read, buf: &mut Vec<u8>, chunk: &mut [u8]) {
+    while buf.len() <= ORDINARY {
+        let mut p = libc::pollfd {
+            fd: 0,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: poll on one pollfd we own, without waiting.
+        let ready = unsafe { libc::poll(&mut p, 1, 0) };
+        if ready != 1 || p.revents & libc::POLLIN == 0 {
+            return;
+        }
+        match stdin.read(chunk) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
         }
     }
 }

@@ -2,7 +2,8 @@
 //!
 //! Tool failures (bad arguments, no such anchor, a malformed FTS query, the daemon away) are tool
 //! results with `isError: true` and a message that says what to do; only unknown tools and broken
-//! JSON-RPC are protocol errors.
+//! JSON-RPC are protocol errors. Broken JSON-RPC is answered by a validating layer in front of
+//! rmcp ([`judge`]), which rmcp would otherwise drop without a reply.
 
 use crate::daemon_client::{post, CallError};
 use nmem_proto::query::{GetRequest, RecentRequest, SaveRequest, SearchRequest, TimelineRequest};
@@ -294,20 +295,288 @@ fn render_text(v: &Value) -> String {
     }
 }
 
-/// Run the server on stdin/stdout until the client goes away.
+/// The longest request line read; a longer one is answered with an error and skipped.
+pub const MAX_LINE: usize = 8 * 1024 * 1024;
+
+/// What the validating layer does with one line from the client.
+#[derive(Debug, PartialEq)]
+pub enum Verdict {
+    /// A well-formed JSON-RPC message: rmcp handles it.
+    Forward,
+    /// Nothing to do (a blank line).
+    Skip,
+    /// Answer this error response (one JSON line) instead.
+    Answer(String),
+}
+
+/// A JSON-RPC 2.0 error response.
+fn error_line(id: &Value, code: i64, message: &str) -> String {
+    serde_json::json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
+        .to_string()
+}
+
+/// Judge one line as JSON-RPC 2.0 does: -32700 when it is not JSON (invalid UTF-8, NUL bytes,
+/// nesting past the parser's limit included), -32600 when it is not a request, notification or
+/// response, -32602 when `params` (or a tool call's `arguments`) is not an object. rmcp drops
+/// such lines silently, and a client waiting on the id would wait for ever.
+pub fn judge(line: &[u8]) -> Verdict {
+    if line.iter().all(u8::is_ascii_whitespace) {
+        return Verdict::Skip;
+    }
+    let null = Value::Null;
+    let Ok(text) = std::str::from_utf8(line) else {
+        return Verdict::Answer(error_line(
+            &null,
+            -32700,
+            "Parse error: the line is not UTF-8",
+        ));
+    };
+    let v: Value = match serde_json::from_str(text) {
+        Ok(v) => v,
+        Err(e) => return Verdict::Answer(error_line(&null, -32700, &format!("Parse error: {e}"))),
+    };
+    let Value::Object(o) = &v else {
+        let why = if v.is_array() {
+            "Invalid Request: batches are not supported; send one message per line"
+        } else {
+            "Invalid Request: a message is a JSON object"
+        };
+        return Verdict::Answer(error_line(&null, -32600, why));
+    };
+    let id = match o.get("id") {
+        None => None,
+        Some(id @ (Value::String(_) | Value::Number(_) | Value::Null)) => Some(id),
+        Some(_) => {
+            return Verdict::Answer(error_line(
+                &null,
+                -32600,
+                "Invalid Request: `id` must be a string, a number or null",
+            ))
+        }
+    };
+    let reply_id = id.unwrap_or(&null);
+    if o.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        return Verdict::Answer(error_line(
+            reply_id,
+            -32600,
+            "Invalid Request: `jsonrpc` must be \"2.0\"",
+        ));
+    }
+    match o.get("method") {
+        Some(Value::String(method)) => {
+            match o.get("params") {
+                None | Some(Value::Object(_)) => {}
+                Some(_) => {
+                    return Verdict::Answer(error_line(
+                        reply_id,
+                        -32602,
+                        "Invalid params: `params` must be an object",
+                    ))
+                }
+            }
+            if method == "tools/call" {
+                match o.get("params").and_then(|p| p.get("arguments")) {
+                    None | Some(Value::Object(_)) | Some(Value::Null) => {}
+                    Some(_) => {
+                        return Verdict::Answer(error_line(
+                            reply_id,
+                            -32602,
+                            "Invalid params: a tool's `arguments` must be an object",
+                        ))
+                    }
+                }
+            }
+            Verdict::Forward
+        }
+        Some(_) => Verdict::Answer(error_line(
+            reply_id,
+            -32600,
+            "Invalid Request: `method` must be a string",
+        )),
+        // A response to one of the server's requests (roots/list).
+        None if id.is_some() && (o.contains_key("result") || o.contains_key("error")) => {
+            Verdict::Forward
+        }
+        None => Verdict::Answer(error_line(
+            reply_id,
+            -32600,
+            "Invalid Request: no `method` (nor `result` or `error`)",
+        )),
+    }
+}
+
+/// Run the server on stdin/stdout until the client goes away. Lines from stdin pass through
+/// [`judge`] first: rmcp sees only well-formed messages, and every other line gets its error
+/// response here. Both write whole lines to stdout through one task, so replies never mix.
 pub fn run() -> anyhow::Result<()> {
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     rt.block_on(async {
-        let service = Nmem::new().serve(rmcp::transport::stdio()).await?;
+        let (to_rmcp, rmcp_in) = tokio::io::duplex(1 << 20);
+        let (rmcp_out, from_rmcp) = tokio::io::duplex(1 << 20);
+        let (answers_tx, mut answers) = tokio::sync::mpsc::channel::<String>(64);
+
+        // stdin → judge → rmcp, or an error answer.
+        let reader = tokio::spawn(async move {
+            let mut to_rmcp = to_rmcp;
+            let mut stdin = BufReader::with_capacity(64 * 1024, tokio::io::stdin());
+            loop {
+                let mut line = Vec::new();
+                let n = (&mut stdin)
+                    .take(MAX_LINE as u64 + 1)
+                    .read_until(b'\n', &mut line)
+                    .await?;
+                if n == 0 {
+                    break;
+                }
+                if line.len() > MAX_LINE && line.last() != Some(&b'\n') {
+                    // Skip the rest of the line, bounded in memory.
+                    let mut rest = Vec::new();
+                    loop {
+                        rest.clear();
+                        let m = (&mut stdin)
+                            .take(1 << 20)
+                            .read_until(b'\n', &mut rest)
+                            .await?;
+                        if m == 0 || rest.last() == Some(&b'\n') {
+                            break;
+                        }
+                    }
+                    let msg = format!("Invalid Request: a line is at most {MAX_LINE} bytes");
+                    let _ = answers_tx
+                        .send(error_line(&Value::Null, -32600, &msg))
+                        .await;
+                    continue;
+                }
+                match judge(&line) {
+                    Verdict::Forward => {
+                        if line.last() != Some(&b'\n') {
+                            line.push(b'\n');
+                        }
+                        to_rmcp.write_all(&line).await?;
+                    }
+                    Verdict::Skip => {}
+                    Verdict::Answer(a) => {
+                        let _ = answers_tx.send(a).await;
+                    }
+                }
+            }
+            // EOF: rmcp sees it and the service ends.
+            to_rmcp.shutdown().await?;
+            std::io::Result::Ok(())
+        });
+
+        // rmcp's lines and the error answers → stdout, one whole line at a time.
+        let writer = tokio::spawn(async move {
+            let mut stdout = tokio::io::stdout();
+            let mut from_rmcp = BufReader::new(from_rmcp);
+            let (mut rmcp_open, mut answers_open) = (true, true);
+            while rmcp_open || answers_open {
+                let mut line = Vec::new();
+                tokio::select! {
+                    n = from_rmcp.read_until(b'\n', &mut line), if rmcp_open => {
+                        if n? == 0 {
+                            rmcp_open = false;
+                            continue;
+                        }
+                    }
+                    a = answers.recv(), if answers_open => match a {
+                        Some(a) => {
+                            line = a.into_bytes();
+                            line.push(b'\n');
+                        }
+                        None => {
+                            answers_open = false;
+                            continue;
+                        }
+                    },
+                }
+                stdout.write_all(&line).await?;
+                stdout.flush().await?;
+            }
+            std::io::Result::Ok(())
+        });
+
+        let service = Nmem::new().serve((rmcp_in, rmcp_out)).await?;
         service.waiting().await?;
+        // The service ended (the client closed stdin, or broke the protocol): stop reading.
+        reader.abort();
+        let _ = writer.await;
         anyhow::Ok(())
     })
 }
 
 #[cfg(test)]
 mod tests {
+    use super::{judge, Verdict};
+    use proptest::prelude::*;
+
+    fn code(v: Verdict) -> (i64, serde_json::Value) {
+        match v {
+            Verdict::Answer(a) => {
+                let v: serde_json::Value = serde_json::from_str(&a).unwrap();
+                (v["error"]["code"].as_i64().unwrap(), v["id"].clone())
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn broken_json_rpc_is_answered() {
+        assert_eq!(code(judge(b"{not json")).0, -32700);
+        assert_eq!(code(judge(b"\xff\xfe{}")).0, -32700);
+        assert_eq!(
+            code(judge(
+                b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"a\x00\"}"
+            ))
+            .0,
+            -32700
+        );
+        assert_eq!(code(judge("[".repeat(10_000).as_bytes())).0, -32700);
+        assert_eq!(code(judge(b"[]")).0, -32600);
+        assert_eq!(code(judge(b"42")).0, -32600);
+        assert_eq!(
+            code(judge(br#"{"jsonrpc":"1.0","id":3,"method":"ping"}"#)),
+            (-32600, 3.into())
+        );
+        assert_eq!(
+            code(judge(br#"{"jsonrpc":"2.0","id":{},"method":"ping"}"#)).0,
+            -32600
+        );
+        assert_eq!(
+            code(judge(br#"{"jsonrpc":"2.0","id":4}"#)),
+            (-32600, 4.into())
+        );
+        assert_eq!(
+            code(judge(br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"search","arguments":"oops"}}"#)),
+            (-32602, 7.into())
+        );
+        assert_eq!(
+            code(judge(
+                br#"{"jsonrpc":"2.0","id":"x","method":"ping","params":5}"#
+            )),
+            (-32602, "x".into())
+        );
+        assert_eq!(
+            judge(br#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#),
+            Verdict::Forward
+        );
+        assert_eq!(
+            judge(br#"{"jsonrpc":"2.0","id":1,"result":{"roots":[]}}"#),
+            Verdict::Forward
+        );
+        assert_eq!(judge(b"  \r\n"), Verdict::Skip);
+    }
+
+    proptest! {
+        #[test]
+        fn any_line_is_judged_without_panicking(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
+            let _ = judge(&bytes);
+        }
+    }
+
     #[test]
     fn file_uris() {
         use super::file_uri_path as f;

@@ -94,7 +94,11 @@ fn hooks_are_stored_directly_while_1100_idle_connections_are_open() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    assert_eq!(home.spool_files(), 0, "hooks spooled instead of being served");
+    assert_eq!(
+        home.spool_files(),
+        0,
+        "hooks spooled instead of being served"
+    );
     assert_eq!(
         home.count("SELECT COUNT(*) FROM observations WHERE session_id = 'idle'"),
         10
@@ -252,22 +256,46 @@ fn oversized_requests_get_a_clear_400_without_internals() {
     let huge = "word ".repeat(200_000);
     let long_cwd = format!("/home/dev/{}", "d/".repeat(300_000));
     let cases = [
-        (PATH_SEARCH, json!({"query": "echo", "obs_type": types}), "obs_type"),
-        (PATH_SEARCH, json!({"query": "echo", "files": files}), "files"),
+        (
+            PATH_SEARCH,
+            json!({"query": "echo", "obs_type": types}),
+            "obs_type",
+        ),
+        (
+            PATH_SEARCH,
+            json!({"query": "echo", "files": files}),
+            "files",
+        ),
         (PATH_SEARCH, json!({"query": huge}), "KB"),
-        (PATH_SEARCH, json!({"query": "echo", "cwd": long_cwd}), "cwd"),
+        (
+            PATH_SEARCH,
+            json!({"query": "echo", "cwd": long_cwd}),
+            "cwd",
+        ),
         (PATH_TIMELINE, json!({"query": huge}), "query"),
-        (PATH_TIMELINE, json!({"anchor": 1, "project": "p".repeat(10_000)}), "project"),
+        (
+            PATH_TIMELINE,
+            json!({"anchor": 1, "project": "p".repeat(10_000)}),
+            "project",
+        ),
         (PATH_RECENT, json!({"cwd": long_cwd}), "cwd"),
-        (PATH_MEMORIES, json!({"text": "m".repeat(10 << 20), "project": "app"}), "text"),
+        (
+            PATH_MEMORIES,
+            json!({"text": "m".repeat(10 << 20), "project": "app"}),
+            "text",
+        ),
     ];
     for (path, body, names) in cases {
         let start = Instant::now();
         let (status, reply) = post(&home, path, &body);
-        assert_eq!(status, 400, "{path} {names}: {reply}");
-        assert!(reply.contains(names), "{path}: the reply does not name `{names}`: {reply}");
+        let shown: String = reply.chars().take(300).collect();
+        assert_eq!(status, 400, "{path} {names}: {shown}");
+        assert!(
+            reply.contains(names),
+            "{path}: the reply does not name `{names}`: {shown}"
+        );
         for internal in ["SELECT", "sqlite", "Expression tree", "nmem.db", "/tmp/"] {
-            assert!(!reply.contains(internal), "{path}: internals in {reply}");
+            assert!(!reply.contains(internal), "{path}: internals in {shown}");
         }
         // Refused before any SQL: far within the deadline that detects a hang.
         assert!(start.elapsed() < Duration::from_secs(30));
@@ -295,6 +323,214 @@ fn a_hook_with_a_megabyte_cwd_is_refused_and_search_stays_fast() {
     assert_eq!(home.count("SELECT COUNT(*) FROM observations"), 0);
     assert_eq!(home.spool_files(), 0);
     wait_until("the daemon to answer", Duration::from_secs(10), || {
-        post(&home, nmem_proto::wire::PATH_RECENT, &serde_json::json!({"project": null})).0 == 200
+        post(
+            &home,
+            nmem_proto::wire::PATH_RECENT,
+            &serde_json::json!({"project": null}),
+        )
+        .0 == 200
     });
+}
+
+/// Wait for `child` to exit, failing on a deadline far above what it should take.
+fn wait_exit(
+    child: &mut std::process::Child,
+    deadline: Duration,
+    what: &str,
+) -> std::process::ExitStatus {
+    let start = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if start.elapsed() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what}: still running after {deadline:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_40_mb_glob_result_is_stored_elided_not_dropped() {
+    let home = Home::new("glob");
+    let _daemon = home.start();
+    let names: Vec<String> = (0..500_000)
+        .map(|i| {
+            format!(
+                "/home/dev/shop/node_modules/@acme/package-{}/dist/esm/components/module-{i:06}.js",
+                i % 911
+            )
+        })
+        .collect();
+    let payload = serde_json::json!({
+        "session_id": "glob", "cwd": "/home/dev/shop", "hook_event_name": "PostToolUse",
+        "tool_name": "Glob", "tool_use_id": "toolu_glob_big",
+        "tool_input": {"pattern": "**/*.js"},
+        "tool_response": {"filenames": names, "durationMs": 812, "numFiles": 500_000, "truncated": false},
+    })
+    .to_string();
+    assert!(payload.len() > 39 * 1024 * 1024, "{} bytes", payload.len());
+    let out = home.record_with("claude-code", payload.as_bytes(), |c| {
+        c.env("NMEM_TIMEOUT_MS", "60000");
+    });
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        !home.paths.spool_dropped_log().exists(),
+        "dropped: {}",
+        std::fs::read_to_string(home.paths.spool_dropped_log()).unwrap_or_default()
+    );
+    assert_eq!(home.spool_files(), 0);
+    assert_eq!(
+        home.count(
+            "SELECT COUNT(*) FROM observations WHERE session_id = 'glob' AND tool_name = 'Glob'"
+        ),
+        1
+    );
+}
+
+#[test]
+fn dev_zero_on_stdin_is_refused_as_malformed_at_once() {
+    let home = Home::new("zero");
+    let mut child = home
+        .cmd("nmem")
+        .args(["record", "--harness", "claude-code"])
+        .stdin(std::fs::File::open("/dev/zero").unwrap())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let status = wait_exit(
+        &mut child,
+        Duration::from_secs(60),
+        "nmem record < /dev/zero",
+    );
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert!(err.contains("not JSON") && err.contains("0x00"), "{err}");
+    assert!(
+        !home.paths.spool_dropped_log().exists(),
+        "logged as dropped, not refused"
+    );
+    assert_eq!(home.spool_files(), 0);
+}
+
+#[test]
+fn a_hook_whose_stdin_stays_open_returns_once_the_payload_is_complete() {
+    let home = Home::new("open");
+    let _daemon = home.start();
+    for payload in [bash_event("open", 1), {
+        // Over 1 MiB: the elision path stops at the end of the value too.
+        let mut v: serde_json::Value = serde_json::from_slice(&bash_event("open", 2)).unwrap();
+        v["tool_response"]["stdout"] = "line of output\n".repeat(100_000).into();
+        v.to_string().into_bytes()
+    }] {
+        let mut child = home
+            .cmd("nmem")
+            .args(["record", "--harness", "claude-code"])
+            .env("NMEM_TIMEOUT_MS", "10000")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(&payload).unwrap();
+        stdin.flush().unwrap();
+        // stdin stays open: before, the hook waited for EOF (the harness's own timeout).
+        let status = wait_exit(
+            &mut child,
+            Duration::from_secs(30),
+            "nmem record with stdin open",
+        );
+        drop(stdin);
+        assert!(status.success());
+    }
+    assert_eq!(
+        home.count("SELECT COUNT(*) FROM observations WHERE session_id = 'open'"),
+        2
+    );
+    assert_eq!(home.spool_files(), 0);
+}
+
+/// `nmem serve` as a real child process speaking raw lines: every broken line gets its JSON-RPC
+/// error, and the server keeps serving.
+#[test]
+fn nmem_serve_answers_broken_json_rpc() {
+    use std::io::BufRead;
+    let home = Home::new("serve");
+    let mut child = home
+        .cmd("nmem")
+        .arg("serve")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    // The deadline detects a missing reply (before: none ever came).
+    let next = || -> serde_json::Value {
+        let line = rx
+            .recv_timeout(Duration::from_secs(20))
+            .expect("no reply from nmem serve");
+        serde_json::from_str(&line).unwrap()
+    };
+    let mut long =
+        b"{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"ping\",\"params\":{\"pad\":\"".to_vec();
+    long.extend(std::iter::repeat_n(b'a', 9 * 1024 * 1024));
+    long.extend_from_slice(b"\"}}");
+    let cases: Vec<(Vec<u8>, i64, serde_json::Value)> = vec![
+        (b"{\"jsonrpc\":\"2.0\",\"id\":1,".to_vec(), -32700, serde_json::Value::Null),
+        (b"\xff\xfe\xfd".to_vec(), -32700, serde_json::Value::Null),
+        (b"{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"pi\x00ng\"}".to_vec(), -32700, serde_json::Value::Null),
+        ("[".repeat(10_000).into_bytes(), -32700, serde_json::Value::Null),
+        (br#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"search","arguments":"oops"}}"#.to_vec(), -32602, 3.into()),
+        (br#"{"jsonrpc":"2.0","id":4,"method":7}"#.to_vec(), -32600, 4.into()),
+        (long, -32600, serde_json::Value::Null),
+    ];
+    for (line, code, id) in cases {
+        stdin.write_all(&line).unwrap();
+        stdin.write_all(b"\n").unwrap();
+        stdin.flush().unwrap();
+        let reply = next();
+        assert_eq!(reply["jsonrpc"], "2.0", "{reply}");
+        assert_eq!(reply["error"]["code"], code, "{reply}");
+        assert_eq!(reply["id"], id, "{reply}");
+    }
+    // Still serving: a proper initialize is answered by the MCP server.
+    stdin
+        .write_all(br#"{"jsonrpc":"2.0","id":10,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#)
+        .unwrap();
+    stdin.write_all(b"\n").unwrap();
+    stdin.flush().unwrap();
+    let reply = next();
+    assert_eq!(reply["id"], 10, "{reply}");
+    assert!(reply["result"]["serverInfo"].is_object(), "{reply}");
+    drop(stdin);
+    wait_exit(
+        &mut child,
+        Duration::from_secs(30),
+        "nmem serve after stdin closed",
+    );
 }

@@ -63,7 +63,9 @@ pub fn plan(text: &str) -> LexPlan {
         };
     }
     let mut terms: Vec<&str> = Vec::new();
-    for t in text.split_whitespace() {
+    // Control characters separate terms too: FTS5 ends a string at a NUL ("unterminated
+    // string"), found by the property test below.
+    for t in text.split(|c: char| c.is_whitespace() || c.is_control()) {
         let t = t.trim_matches(|c: char| !c.is_alphanumeric());
         // Nothing searchable in it (`()`, `--`, `=>`), or a repeat.
         if t.chars().any(char::is_alphanumeric) && !terms.contains(&t) {
@@ -343,6 +345,22 @@ mod tests {
         fn any_text_plans_without_panicking(text in "\\PC{0,400}") {
             let p = plan(&text);
             prop_assert!(p.terms.len() <= MAX_TERMS);
+        }
+
+        /// Any text at all (control characters, any script, FTS operators in any place) plans
+        /// without panicking, and whatever is not intentional syntax is valid FTS5.
+        #[test]
+        fn any_text_is_valid_fts5_unless_it_is_syntax(text in ".{0,200}") {
+            let p = plan(&text);
+            prop_assert!(p.terms.len() <= MAX_TERMS);
+            prop_assume!(!p.syntax);
+            let c = rusqlite::Connection::open_in_memory().unwrap();
+            c.execute_batch("CREATE VIRTUAL TABLE t USING fts5(content, terms, tokenize='porter unicode61'); INSERT INTO t VALUES ('some text', 'more');").unwrap();
+            for q in std::iter::once(&p.strict).chain(p.fallbacks.iter().map(|t| &t.fts)) {
+                if q.is_empty() { continue; }
+                let r: rusqlite::Result<i64> = c.query_row("SELECT COUNT(*) FROM t WHERE t MATCH ?1", [q], |r| r.get(0));
+                prop_assert!(r.is_ok(), "{q:?}: {r:?}");
+            }
         }
 
         /// Plain words never become FTS syntax errors: every plain plan is valid FTS5.
