@@ -18,12 +18,10 @@ use std::borrow::Cow;
 /// Does `s` hold anything [`strip`] would change? One pass over the bytes.
 pub fn needs_cleaning(s: &str) -> bool {
     let b = s.as_bytes();
-    b.iter().enumerate().any(|(i, &c)| {
-        (c < 0x20 && c != b'\n' && c != b'\t')
-            || c == 0x7f
-            // C1 controls (U+0080–U+009F) are 0xC2 0x80–0x9F in UTF-8.
-            || (c == 0xC2 && b.get(i + 1).is_some_and(|n| (0x80..=0x9F).contains(n)))
-    })
+    b.iter()
+        .any(|&c| (c < 0x20 && c != b'\n' && c != b'\t') || c == 0x7f)
+        // C1 controls (U+0080–U+009F) are 0xC2 0x80–0x9F in UTF-8: rare, so checked apart.
+        || (b.contains(&0xC2) && s.chars().any(|c| ('\u{80}'..='\u{9f}').contains(&c)))
 }
 
 /// `s` as a terminal would show it, without control sequences.
