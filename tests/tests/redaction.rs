@@ -56,7 +56,7 @@ fn the_redaction_tables_hold_through_the_real_binaries() {
     let home = Home::new("redact");
     let d = home.start();
     let mut n = 0;
-    let mut send = |payload: Vec<u8>| {
+    let send = |payload: Vec<u8>| {
         let out = home.record("claude-code", &payload);
         assert!(out.status.success(), "{out:?}");
     };

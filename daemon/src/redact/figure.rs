@@ -60,6 +60,7 @@ fn replaced(input: &str, output: &str) -> Vec<String> {
 fn count(r: &Redactor, name: &str, texts: &[String]) -> usize {
     let mut n = 0;
     let mut examples = Vec::new();
+    let started = std::time::Instant::now();
     for t in texts {
         let mut s = t.clone();
         r.redact(&mut s);
@@ -69,7 +70,13 @@ fn count(r: &Redactor, name: &str, texts: &[String]) -> usize {
             examples.extend(replaced(t, &s));
         }
     }
-    println!("{name}: {n} high_entropy redactions");
+    let bytes: usize = texts.iter().map(String::len).sum();
+    println!(
+        "{name}: {n} high_entropy redactions ({} strings, {:.1} MB redacted in {:.0} ms)",
+        texts.len(),
+        bytes as f64 / 1e6,
+        started.elapsed().as_secs_f64() * 1e3
+    );
     let mut distinct: Vec<(String, usize)> = Vec::new();
     for e in examples {
         match distinct.iter_mut().find(|(x, _)| *x == e) {
