@@ -375,6 +375,7 @@ fn score(
     // The digest a new session of each history's project gets, after everything was recorded.
     let mut digest_hits: BTreeMap<String, (usize, usize)> = BTreeMap::new();
     let mut digests: HashMap<&str, String> = HashMap::new();
+    let mut digest_answered: HashMap<&str, bool> = HashMap::new();
     for h in &data.histories {
         let at = last_at.get(h.history_id.as_str()).copied().unwrap_or(0) + 3_600_000;
         let body = json!({"session_id": format!("eval-digest-{}", h.history_id), "cwd": h.cwd,
@@ -408,6 +409,7 @@ fn score(
             .answer_keys
             .iter()
             .any(|k| !k.is_empty() && d.contains(&k.to_lowercase()));
+        digest_answered.insert(q.question_id.as_str(), yes);
         for t in [q.question_type.as_str(), "all"] {
             let e = digest_hits.entry(t.to_string()).or_default();
             e.0 += usize::from(yes);
@@ -464,6 +466,12 @@ fn score(
         }
         figures.insert(set.clone(), Value::Object(set_figures));
     }
+    let (d, n) = digest_hits.get("all").copied().unwrap_or((0, 0));
+    println!(
+        "\nthe SessionStart digest alone answers {d} of {n} questions ({:.3}): an answer string in \
+         the digest a new session of the history's project gets after its last event",
+        d as f64 / n.max(1) as f64
+    );
     latencies.sort();
     let p = |q: f64| {
         latencies[((latencies.len() - 1) as f64 * q).round() as usize].as_secs_f64() * 1000.0
@@ -488,6 +496,8 @@ fn score(
             "by_set_and_type": figures,
             "latency_ms": {"p50": p(0.5), "p95": p(0.95), "max": p(1.0)},
             "per_question": per_question,
+            "digest_answers": digest_answered,
+            "digests": digests,
         });
         std::fs::write(path, serde_json::to_string_pretty(&out)?)?;
         println!("wrote {path}");

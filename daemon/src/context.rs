@@ -2,7 +2,8 @@
 //!
 //! Built from bounded, indexed queries only (it runs while the agent waits): recent intents of
 //! this project with their action counts (intents that led to actions first), files touched with
-//! edit counts, recent errors, pinned items, a little from other projects, and a line on how to
+//! edit counts and the first line their latest edit added (the value a file holds now), recent
+//! errors, pinned items, a little from other projects, and a line on how to
 //! dig deeper. After `compact` and `clear` (recovery mode) it shows more, including the last
 //! actions before the context was lost. An empty memory prints nothing.
 //!
@@ -185,7 +186,19 @@ pub fn digest(
         return Ok(None);
     }
 
-    let root_prefix = format!("{}/", project.checkout().trim_end_matches('/'));
+    // Paths are shown relative to the checkout: the worktree's, and the main one's (a worktree
+    // session sees what was done in both).
+    let prefixes: Vec<String> = [Some(project.checkout()), Some(project.root.as_str())]
+        .into_iter()
+        .flatten()
+        .filter(|r| !r.trim_end_matches('/').is_empty())
+        .map(|r| format!("{}/", r.trim_end_matches('/')))
+        .collect();
+    let strip = |text: &str| {
+        prefixes
+            .iter()
+            .fold(text.to_string(), |t, p| t.replace(p.as_str(), ""))
+    };
     let title = if recovery {
         "recovering context"
     } else {
@@ -206,7 +219,7 @@ pub fn digest(
         l.push("");
         l.push("## Last actions before the context was lost");
         for (t, kind, content) in &last_actions {
-            let content = content.replace(&root_prefix, "");
+            let content = strip(content);
             l.push(&format!(
                 "- {} {kind}: {}",
                 ago(now, *t),
@@ -254,11 +267,16 @@ pub fn digest(
     if !files.is_empty() {
         l.push("");
         l.push("## Files touched");
-        for (path, edits) in &files {
+        for f in &files {
+            let last = match &f.last {
+                Some(a) => format!("; now `{}`", one_line(a, 100)),
+                None => String::new(),
+            };
             l.push(&format!(
-                "- {} ({edits} edit{})",
-                one_line(path, 160),
-                if *edits == 1 { "" } else { "s" }
+                "- {} ({} edit{}{last})",
+                one_line(&f.path, 160),
+                f.edits,
+                if f.edits == 1 { "" } else { "s" }
             ));
         }
     }
@@ -267,7 +285,7 @@ pub fn digest(
         l.push("## Recent errors");
         for (t, content) in &errors {
             // The command (or tool), then the line that says what failed.
-            let content = content.replace(&root_prefix, "");
+            let content = strip(content);
             let text = match content.split_once('\n') {
                 Some((what, why)) => format!("`{}` → {}", one_line(what, 80), one_line(why, 120)),
                 None => one_line(&content, 160),
@@ -364,20 +382,43 @@ fn recent_intents(
     Ok(out)
 }
 
-fn files_touched(c: &Connection, project: &str, n: usize) -> rusqlite::Result<Vec<(String, i64)>> {
+/// A file touched: its path, how many edits, and the lines its latest edit added (what it holds
+/// now, which a question about a value that changed needs).
+struct Touched {
+    path: String,
+    edits: i64,
+    last: Option<String>,
+}
+
+fn files_touched(c: &Connection, project: &str, n: usize) -> rusqlite::Result<Vec<Touched>> {
     let mut stmt = c.prepare_cached(
-        // One bounded index range per type (an IN over types would sort the whole project).
-        "SELECT COALESCE(rel_path, file_path) AS f, COUNT(*) AS edits, MAX(timestamp) AS last FROM (
-            SELECT rel_path, file_path, timestamp FROM (
-                SELECT rel_path, file_path, timestamp FROM observations
+        // One bounded index range per type (an IN over types would sort the whole project). With
+        // one MAX(), SQLite takes the bare `content` from the row holding it: the latest change.
+        "SELECT COALESCE(rel_path, file_path) AS f, COUNT(*) AS edits, MAX(timestamp) AS last, content FROM (
+            SELECT rel_path, file_path, timestamp, content FROM (
+                SELECT rel_path, file_path, timestamp, content FROM observations
                 WHERE project = ?1 AND obs_type = 'file_edit' ORDER BY timestamp DESC LIMIT 300)
             UNION ALL
-            SELECT rel_path, file_path, timestamp FROM (
+            SELECT rel_path, file_path, timestamp, '' FROM (
                 SELECT rel_path, file_path, timestamp FROM observations
                 WHERE project = ?1 AND obs_type = 'file_write' ORDER BY timestamp DESC LIMIT 100))
          WHERE f IS NOT NULL GROUP BY f ORDER BY edits DESC, last DESC LIMIT ?2",
     )?;
-    let rows = stmt.query_map(params![project, n as i64], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    let rows = stmt.query_map(params![project, n as i64], |r| {
+        let content: String = r.get(3)?;
+        // The edit's excerpt: the path, then `- removed` and `+ added` lines.
+        let last = content
+            .lines()
+            .filter_map(|l| l.strip_prefix("+ "))
+            .map(str::trim)
+            .find(|l| l.chars().any(char::is_alphanumeric))
+            .map(str::to_string);
+        Ok(Touched {
+            path: r.get(0)?,
+            edits: r.get(1)?,
+            last,
+        })
+    })?;
     rows.collect()
 }
 
@@ -769,7 +810,9 @@ mod tests {
                ('s2', 3, {t} + 6000, 'git_push', 'PostToolUse', 'git push -u origin rate-limits', '{{\"remote\":\"github.com:acme/api.git\",\"branch\":\"rate-limits\",\"range\":\"91f6c3e..4e1a9c2\"}}', 'acme-api', 'claude-code'),
                ('s2', 3, {t} + 7000, 'github', 'PostToolUse', 'gh pr create --title \"Per-org rate limiting\" --body \"Closes #88\"' || char(10) || '→ https://github.com/acme/api/pull/91', NULL, 'acme-api', 'claude-code'),
                ('s2', 3, {t} + 8000, 'github', 'PostToolUse', 'gh pr view 91', NULL, 'acme-api', 'claude-code'),
-               ('s2', 3, {t} + 9000, 'tool_error', 'PostToolUseFailure', 'Bash: The user doesn''t want to proceed with this tool use. The tool use was rejected.', NULL, 'acme-api', 'claude-code');",
+               ('s2', 3, {t} + 9000, 'tool_error', 'PostToolUseFailure', 'Bash: The user doesn''t want to proceed with this tool use. The tool use was rejected.', NULL, 'acme-api', 'claude-code');
+             INSERT INTO observations (session_id, prompt_id, timestamp, obs_type, source_event, rel_path, content, project, harness) VALUES
+               ('s2', 3, {t} + 4500, 'file_edit', 'PostToolUse', 'src/middleware/rateLimit.ts', '/home/dev/projects/acme-api/src/middleware/rateLimit.ts' || char(10) || '- const limit = 100;' || char(10) || '+ const limit = 300; // per org' || char(10) || '+ const windowMs = 60_000;', 'acme-api', 'claude-code');",
             t = NOW - 2 * H,
         ))
         .unwrap();
@@ -913,7 +956,7 @@ Branch: rate-limits (worktree /home/dev/projects/acme-api-rl)
 - #9 Rate limits are per org, never per user
 
 ## Recent intents
-- 2h ago "Add per-org rate limiting backed by Redis" (9 actions: 2 github, 2 git_commit, 1 tool_error)
+- 2h ago "Add per-org rate limiting backed by Redis" (10 actions: 2 github, 2 git_commit, 2 file_edit)
 - 1d ago "Fix the duplicate row in invoice cursor pagination" (5 actions: 2 file_edit, 1 file_read, 1 command_error)
 - 1d ago "thanks!" (no actions)
 
@@ -926,8 +969,8 @@ Branch: rate-limits (worktree /home/dev/projects/acme-api-rl)
 - 1h ago PR created: "Per-org rate limiting" https://github.com/acme/api/pull/91
 
 ## Files touched
+- src/middleware/rateLimit.ts (2 edits; now `const limit = 300; // per org`)
 - src/routes/invoices.ts (2 edits)
-- src/middleware/rateLimit.ts (1 edit)
 - src/routes/invoices.test.ts (1 edit)
 
 ## Recent errors

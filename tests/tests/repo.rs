@@ -9,6 +9,9 @@ use serde_json::Value;
 use std::path::Path;
 use std::process::Command;
 
+/// A session's id, project, project root, worktree and branch.
+type SessionRow = (String, String, String, Option<String>, Option<String>);
+
 const SESSION: &str = "5b2e8c1d-9a4f-4e7b-8c3d-1f6a2b9e0c57";
 
 /// A fixture of `repo/` with its cwd (and paths under it) moved to `cwd`, in session `session`.
@@ -78,7 +81,7 @@ fn a_worktree_shares_its_main_checkouts_project_and_the_digest_names_its_state()
         ctx.contains("commit 4e1a9c2 (rate-limits): Per-org rate limits"),
         "{ctx}"
     );
-    let sessions: Vec<(String, String, String, Option<String>, Option<String>)> = home
+    let sessions: Vec<SessionRow> = home
         .db()
         .prepare("SELECT id, project, project_root, worktree, branch FROM sessions ORDER BY id")
         .unwrap()

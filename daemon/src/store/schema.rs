@@ -167,6 +167,43 @@ mod tests {
         open_writer(&db).unwrap();
     }
 
+    /// A file written before 008 is migrated once: sessions gain `worktree` and `branch`, and
+    /// the observations index is rebuilt with the paths of files outside the project.
+    #[test]
+    fn a_file_from_before_008_is_reindexed_with_paths() {
+        let db = temp_db("pre008");
+        {
+            let mut c = Connection::open(&db).unwrap();
+            super::super::terms::register(&c).unwrap();
+            Migrations::new(MIGRATION_SQL[..5].iter().map(|sql| M::up(sql)).collect())
+                .to_latest(&mut c)
+                .unwrap();
+            c.execute_batch(
+                "INSERT INTO sessions (id, harness, project, started_at) VALUES ('s', 'claude-code', 'p', 0);
+                 INSERT INTO observations (session_id, timestamp, obs_type, source_event, file_path, content, project, harness)
+                 VALUES ('s', 0, 'tool_error', 'PostToolUseFailure', '/elsewhere/deps/requirements.txt', 'Read: File does not exist.', 'p', 'claude-code');",
+            )
+            .unwrap();
+            super::super::fts::index_all(&mut c).unwrap();
+        }
+        let mut c = open_writer(&db).unwrap();
+        let upto: i64 = c
+            .query_row("SELECT observations_upto FROM fts_state", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(upto, 0, "the index is rebuilt");
+        super::super::fts::index_all(&mut c).unwrap();
+        let hits: i64 = c
+            .query_row(
+                "SELECT COUNT(*) FROM observations_fts WHERE observations_fts MATCH '\"requirements txt\"'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(hits, 1);
+        c.execute("UPDATE sessions SET worktree = '/w', branch = 'main'", [])
+            .unwrap();
+    }
+
     #[test]
     fn newer_file_is_refused_untouched() {
         let db = temp_db("newer");
