@@ -167,11 +167,11 @@ mod tests {
         open_writer(&db).unwrap();
     }
 
-    /// A file written before 008 is migrated once: sessions gain `worktree` and `branch`, and
+    /// A file written before 007 is migrated once: sessions gain `worktree` and `branch`, and
     /// the observations index is rebuilt with the paths of files outside the project.
     #[test]
-    fn a_file_from_before_008_is_reindexed_with_paths() {
-        let db = temp_db("pre008");
+    fn a_file_from_before_007_is_reindexed_with_paths() {
+        let db = temp_db("pre007");
         {
             let mut c = Connection::open(&db).unwrap();
             super::super::terms::register(&c).unwrap();
