@@ -250,7 +250,9 @@ impl Ingest {
                     plans: &scratch,
                     ..cx
                 };
-                if let Some((Record::Observation(r), _)) = extract(&raw_cx).filter(|_| o.obs_type != "plan") {
+                if let Some((Record::Observation(r), _)) =
+                    extract(&raw_cx).filter(|_| o.obs_type != "plan")
+                {
                     o.dedup_target = Some(crate::dedup::target_hash(&r));
                     for (k, v) in r.metadata {
                         if v.is_number() || k == "sha256" {
