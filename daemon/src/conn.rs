@@ -29,6 +29,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::{Notify, Semaphore};
 
+/// How many times its size a body of 1 MiB or more reserves of the in-flight budget.
+pub const LARGE_BODY_WEIGHT: usize = 4;
+
 /// Descriptors kept for the database, its WAL and readers, spool files, logs and the embedder.
 pub const FD_RESERVE: u64 = 64;
 
@@ -61,7 +64,22 @@ impl Limits {
         }
     }
 
-    /// Body bytes currently held by requests.
+    /// The share of the in-flight budget a body of `n` bytes holds while its request runs. A
+    /// body is parsed, redacted and extracted in memory, which costs several times its size (a
+    /// 63 MB event peaked at about 400 MB): bodies of 1 MiB and more reserve
+    /// [`LARGE_BODY_WEIGHT`] times their size, at most the whole budget, so large bodies are
+    /// worked on one or two at a time while small ones (every hook: the shim elides payloads
+    /// over 1 MiB) pass at their size.
+    pub fn reservation(&self, n: usize) -> u32 {
+        let weighted = if n >= 1024 * 1024 {
+            n.saturating_mul(LARGE_BODY_WEIGHT)
+        } else {
+            n
+        };
+        weighted.min(self.in_flight_max).min(u32::MAX as usize) as u32
+    }
+
+    /// Body bytes currently held by requests (weighted: see [`Limits::reservation`]).
     pub fn bytes_in_flight(&self) -> usize {
         self.in_flight_max - self.in_flight.available_permits()
     }
@@ -312,7 +330,7 @@ pub async fn bound_body(State(lim): State<Arc<Limits>>, req: Request, next: Next
             Some(n) if n > 0 => Some(
                 lim.in_flight
                     .clone()
-                    .acquire_many_owned(n as u32)
+                    .acquire_many_owned(lim.reservation(n as usize))
                     .await
                     .map_err(|_| closing())?,
             ),
@@ -348,6 +366,19 @@ pub async fn bound_body(State(lim): State<Arc<Limits>>, req: Request, next: Next
                 }
             }
             buf.extend_from_slice(&data);
+        }
+        if declared.is_none() && buf.len() >= 1024 * 1024 {
+            // A chunked body was reserved at its size chunk by chunk; now its weight, taken
+            // afresh (never while holding part of it, so two such bodies cannot wait on each
+            // other).
+            drop(held.take());
+            held = Some(
+                lim.in_flight
+                    .clone()
+                    .acquire_many_owned(lim.reservation(buf.len()))
+                    .await
+                    .map_err(|_| closing())?,
+            );
         }
         Ok::<_, Response>((Bytes::from(buf), held))
     };
@@ -424,6 +455,20 @@ mod tests {
         // All busy: a new connection is refused.
         let _b = [1, 3, 4].map(|id| Busy::new(reg.clone(), id));
         assert!(!reg.admit(5, 3, Arc::new(Notify::new())));
+    }
+
+    #[test]
+    fn large_bodies_reserve_more_than_their_size_and_never_more_than_the_budget() {
+        let c = crate::config::LimitsConfig::default();
+        let l = Limits::new(&c, 1_000_000);
+        assert_eq!(l.reservation(3_000), 3_000, "a hook's body counts its size");
+        let mb = 1024 * 1024;
+        assert_eq!(l.reservation(2 * mb), (2 * mb * LARGE_BODY_WEIGHT) as u32);
+        assert_eq!(
+            l.reservation(l.max_body),
+            l.in_flight_max as u32,
+            "the largest body takes the whole budget, and can always get it"
+        );
     }
 
     #[test]

@@ -13,6 +13,9 @@ use std::os::fd::{AsRawFd, FromRawFd};
 use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
+/// Tries at taking the database lock, 20 ms apart (see `DbLock::acquire`).
+const LOCK_ATTEMPTS: u32 = 5;
+
 /// The exclusive lock beside the database, held for the daemon's whole life.
 pub struct DbLock {
     _file: File,
@@ -69,8 +72,21 @@ impl DbLock {
                 path.display()
             )));
         }
-        // SAFETY: flock on a descriptor we own.
-        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        // `nmemctl status` and the CLI find a daemon by probing this lock with a shared lock held
+        // for an instant: a start that collides with a probe tries again a few times before it
+        // concludes that another nmemd holds the lock.
+        let mut rc = -1;
+        for attempt in 0..LOCK_ATTEMPTS {
+            if attempt > 0 {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            // SAFETY: flock on a descriptor we own.
+            rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+            if rc == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::EWOULDBLOCK)
+            {
+                break;
+            }
+        }
         if rc != 0 {
             // Read through the descriptor already checked, never the name again.
             let mut pid = String::new();

@@ -186,7 +186,9 @@ FAIL src/a.test.ts', NULL, 'acme-api', 'claude-code', 'e11');
         std::fs::create_dir_all(&dir).unwrap();
         let db = dir.join("nmem.db");
         old_database(&db);
-        let c = schema::open_writer(&db).unwrap();
+        let mut c = schema::open_writer(&db).unwrap();
+        // Later migrations (007) may reset the index's watermarks: let the writer's catch-up run.
+        super::super::fts::index_all(&mut c).unwrap();
         let types: Vec<(String, String)> = c
             .prepare("SELECT event_id, obs_type FROM observations ORDER BY id")
             .unwrap()
