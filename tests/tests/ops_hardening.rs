@@ -284,7 +284,7 @@ fn purged_and_redacted_text_is_in_neither_the_file_the_wal_nor_a_backup() {
         "the nightly wombat ledger prompt",
     ];
     for i in 0..40 {
-        let cmd = format!("deploy --token zephyrquartz771 --run {i} marmaladeprism552");
+        let cmd = format!("deploy --target zephyrquartz771 --run {i} marmaladeprism552");
         assert!(home
             .record("claude-code", &bash_with("purgeme", i, &cmd))
             .status
