@@ -175,24 +175,30 @@ pub fn ensure_private_dir(dir: &Path) -> io::Result<()> {
 /// [`ensure_private_dir`], with the error naming `var`, the variable that moves this file
 /// elsewhere (`NMEM_DB` for the database's folder, `NMEM_SOCKET` for the socket's).
 pub fn ensure_private_dir_for(dir: &Path, var: &str) -> io::Result<()> {
-    match std::fs::metadata(dir) {
-        Ok(_) => {}
+    // One stat when the folder exists (the hook's spool path runs this on every spooled event).
+    let meta = match std::fs::metadata(dir) {
+        Ok(meta) => meta,
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             // Only the folders created here get 0700; `recursive` leaves existing parents alone.
             std::fs::DirBuilder::new()
                 .recursive(true)
                 .mode(0o700)
                 .create(dir)?;
+            std::fs::metadata(dir)?
         }
         Err(e) => return Err(e),
-    }
-    check_private_dir(dir, var)
+    };
+    judge_private_dir(dir, &meta, var)
 }
 
 /// Whether `dir` is safe to keep nmem's files in (see [`ensure_private_dir`]); the error says
 /// what is wrong and which variable to change. A symlinked folder is judged by its target.
 pub fn check_private_dir(dir: &Path, var: &str) -> io::Result<()> {
-    let meta = std::fs::metadata(dir)?;
+    judge_private_dir(dir, &std::fs::metadata(dir)?, var)
+}
+
+/// [`check_private_dir`] on metadata already read.
+fn judge_private_dir(dir: &Path, meta: &std::fs::Metadata, var: &str) -> io::Result<()> {
     let me = unsafe { libc::geteuid() };
     let refuse = |why: String| {
         Err(io::Error::new(
