@@ -124,7 +124,13 @@ pub struct Options {
     /// More configs to score the same replayed memory under, one after the other, ending with a
     /// comparison table (the ablation).
     pub ablate: Vec<std::path::PathBuf>,
+    /// Replay into this folder and keep it; when it already holds a replay, score that memory
+    /// again without replaying it (and without the digest figure, which would add sessions).
+    pub keep: Option<std::path::PathBuf>,
 }
+
+/// Where `--keep` remembers what the replay stored.
+const REPLAY_FILE: &str = "eval-replay.json";
 
 pub fn run(
     bins: &Path,
@@ -141,14 +147,29 @@ pub fn run(
         file.display(),
         data.format
     );
-    let home = std::env::temp_dir().join(format!("nmem-eval-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&home);
+    let home = match &opts.keep {
+        Some(dir) => dir.clone(),
+        None => std::env::temp_dir().join(format!("nmem-eval-{}", std::process::id())),
+    };
+    let kept: Option<Replayed> = match &opts.keep {
+        Some(dir) if dir.join(REPLAY_FILE).exists() => {
+            let v: Value = serde_json::from_slice(&std::fs::read(dir.join(REPLAY_FILE))?)?;
+            println!("reusing the replay kept in {}", dir.display());
+            Some(Replayed::from_json(&v)?)
+        }
+        _ => None,
+    };
+    if kept.is_none() {
+        let _ = std::fs::remove_dir_all(&home);
+    }
     std::fs::create_dir_all(&home)?;
-    if let Some(model) = &opts.model {
+    if let (Some(model), None) = (&opts.model, &kept) {
         let info = nmem_embed::model::import(model, &home.join("models"))
             .map_err(|e| anyhow::anyhow!("--model {}: {e}", model.display()))?;
         println!("embedding model {} ({} dimensions)", info.id, info.dim);
     }
+    // A kept folder may hold the config of the last ablation: start from the one asked for.
+    let _ = std::fs::remove_file(home.join("config.toml"));
     if let Some(config) = &opts.config {
         std::fs::copy(config, home.join("config.toml"))
             .map_err(|e| anyhow::anyhow!("--config {}: {e}", config.display()))?;
@@ -158,7 +179,16 @@ pub fn run(
     let socket = home.join("nmemd.sock");
     let result = (|| -> anyhow::Result<()> {
         let mut conn = client::Conn::open(&socket)?;
-        let rep = replay(&data, &mut conn)?;
+        let rep = match kept {
+            Some(rep) => rep,
+            None => {
+                let rep = replay(&data, &mut conn)?;
+                if opts.keep.is_some() {
+                    std::fs::write(home.join(REPLAY_FILE), rep.to_json().to_string())?;
+                }
+                rep
+            }
+        };
         let base = score(&data, &mut conn, &rep, json_out)?;
         if opts.ablate.is_empty() {
             return Ok(());
@@ -178,42 +208,53 @@ pub fn run(
                 score(&data, &mut conn, &rep, None)?,
             ));
         }
-        println!("\n== ablation (R@5 / MRR, all question types; main and paraphrase sets)");
-        let ways: Vec<String> = rows[0].1["main"]["all"]
-            .as_object()
-            .map(|o| {
-                o.keys()
-                    .filter(|k| {
-                        k.contains("lexical") || k.contains("hybrid") || k.contains("semantic")
-                    })
-                    .cloned()
-                    .collect()
-            })
-            .unwrap_or_default();
-        print!("{:<40}", "config");
-        for w in &ways {
-            print!(" | {:^27}", w);
-        }
-        println!();
-        for (name, f) in &rows {
-            print!("{:<40}", name.rsplit('/').next().unwrap_or(name));
+        for (title, r5, mrr) in [
+            ("R@5 / MRR (gold ids)", "recall_at_5", "mrr"),
+            (
+                "A@5 / AMRR (a gold answer string in an item)",
+                "answer_at_5",
+                "answer_mrr",
+            ),
+        ] {
+            println!("\n== ablation: {title}, all question types; main and paraphrase sets");
+            let ways: Vec<String> = rows[0].1["main"]["all"]
+                .as_object()
+                .map(|o| {
+                    o.keys()
+                        .filter(|k| {
+                            k.contains("lexical") || k.contains("hybrid") || k.contains("semantic")
+                        })
+                        .cloned()
+                        .collect()
+                })
+                .unwrap_or_default();
+            print!("{:<28}", "config");
             for w in &ways {
-                let cell = |set: &str| {
-                    let c = &f[set]["all"][w.as_str()];
-                    format!(
-                        "{:.3}/{:.3}",
-                        c["recall_at_5"].as_f64().unwrap_or(0.0),
-                        c["mrr"].as_f64().unwrap_or(0.0)
-                    )
-                };
-                print!(" | {} {}", cell("main"), cell("paraphrase"));
+                print!(" | {:^27}", w);
             }
             println!();
+            for (name, f) in &rows {
+                print!("{:<28}", name.rsplit('/').next().unwrap_or(name));
+                for w in &ways {
+                    let cell = |set: &str| {
+                        let c = &f[set]["all"][w.as_str()];
+                        format!(
+                            "{:.3}/{:.3}",
+                            c[r5].as_f64().unwrap_or(0.0),
+                            c[mrr].as_f64().unwrap_or(0.0)
+                        )
+                    };
+                    print!(" | {} {}", cell("main"), cell("paraphrase"));
+                }
+                println!();
+            }
         }
         Ok(())
     })();
     daemon.stop()?;
-    let _ = std::fs::remove_dir_all(&home);
+    if opts.keep.is_none() {
+        let _ = std::fs::remove_dir_all(&home);
+    }
     result
 }
 
@@ -222,6 +263,23 @@ struct Replayed {
     stored: HashMap<String, (String, i64)>,
     last_at: HashMap<String, i64>,
     events: usize,
+    /// Scored again from a kept folder: the digest figure is skipped.
+    reused: bool,
+}
+
+impl Replayed {
+    fn to_json(&self) -> Value {
+        json!({"stored": self.stored, "last_at": self.last_at, "events": self.events})
+    }
+
+    fn from_json(v: &Value) -> anyhow::Result<Replayed> {
+        Ok(Replayed {
+            stored: serde_json::from_value(v["stored"].clone())?,
+            last_at: serde_json::from_value(v["last_at"].clone())?,
+            events: serde_json::from_value(v["events"].clone())?,
+            reused: true,
+        })
+    }
 }
 
 /// Replay every event, in order, with its own time; remember what each became.
@@ -268,6 +326,7 @@ fn replay(data: &Dataset, conn: &mut client::Conn) -> anyhow::Result<Replayed> {
         stored,
         last_at,
         events,
+        reused: false,
     })
 }
 
@@ -376,7 +435,7 @@ fn score(
     let mut digest_hits: BTreeMap<String, (usize, usize)> = BTreeMap::new();
     let mut digests: HashMap<&str, String> = HashMap::new();
     let mut digest_answered: HashMap<&str, bool> = HashMap::new();
-    for h in &data.histories {
+    for h in data.histories.iter().filter(|_| !rep.reused) {
         let at = last_at.get(h.history_id.as_str()).copied().unwrap_or(0) + 3_600_000;
         let body = json!({"session_id": format!("eval-digest-{}", h.history_id), "cwd": h.cwd,
             "hook_event_name": "SessionStart", "source": "startup"});

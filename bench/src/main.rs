@@ -5,7 +5,7 @@
 //!                   [--import-records N] [--model WHEEL_OR_DIR] [--json PATH]
 //!        nmem-bench --fill DIR [--scale N]   (only build a corpus database in DIR, and keep it)
 //!        nmem-bench --eval eval/nmem-eval.json [--model WHEEL_OR_DIR] [--config TOML]
-//!                   [--ablate A.toml,B.toml] [--json PATH]   (score retrieval, see eval.rs)
+//!                   [--ablate A.toml,B.toml] [--json PATH] [--keep DIR]   (score retrieval, see eval.rs)
 //!
 //! * `nmem record` end to end (spawn, read stdin, forward, ack after commit) for a 3 KB
 //!   PostToolUse, with the daemon up, down (spool) and hung (SIGSTOP), next to `/bin/true` and a
@@ -38,11 +38,14 @@ Usage:
   nmem-bench --fill DIR [--scale N]
       only build a corpus database in DIR, and keep it.
   nmem-bench --eval FILE [--model WHEEL_OR_DIR] [--config TOML] [--ablate A.toml,B.toml] [--json PATH]
+             [--keep DIR]
       replay the eval's histories into a fresh nmemd and score search on its questions (R@5, R@10,
       MRR, answer-string hits) per set, question type, mode and query kind. --model imports an
       embedding model first (hybrid and semantic figures too); --config gives the daemon a
       config.toml; --ablate scores the same memory again under each config and ends with a
-      comparison table.
+      comparison table. --keep DIR replays into DIR and keeps it; given again with a DIR that
+      holds a replay, it scores that memory without replaying (nor embedding) it again, and skips
+      the digest figure (for trying a change to search in a minute instead of five).
   nmem-bench --help
 ";
 
@@ -106,6 +109,7 @@ fn main() -> anyhow::Result<()> {
                 ablate: opt("--ablate")
                     .map(|l| l.split(',').map(PathBuf::from).collect())
                     .unwrap_or_default(),
+                keep: opt("--keep").map(PathBuf::from),
             },
             start_daemon,
         );

@@ -85,6 +85,17 @@ pub struct SearchConfig {
     /// Keep results matching every word above those found by meaning alone (a bonus equal to
     /// the best semantic contribution).
     pub all_words_first: bool,
+    /// Weight of results matching all but one meaningful word (queries of 3 to 6 words).
+    pub weight_most_words: f64,
+    /// Rank every candidate by its similarity to the query, not only the nearest rows: a
+    /// lexical match close in meaning gains the semantic source's vote too.
+    pub semantic_all: bool,
+    /// Move a result whose type and opening text repeat a better one's (the same command run
+    /// three times) below the distinct results.
+    pub collapse_repeats: bool,
+    /// Factor on the fused score of observations that record looking (a file read, a search,
+    /// a listing) rather than doing: they mention what a question names without answering it.
+    pub weight_looking: f64,
 }
 
 impl Default for SearchConfig {
@@ -94,12 +105,16 @@ impl Default for SearchConfig {
             weight_all_words: 1.0,
             weight_meaningful_words: 0.5,
             weight_any_word: 0.2,
-            weight_context: 0.3,
+            weight_context: 0.5,
             weight_semantic: 1.0,
             weight_identifiers: 0.5,
             context: true,
             split_identifiers: true,
             all_words_first: true,
+            weight_most_words: 0.5,
+            semantic_all: false,
+            collapse_repeats: true,
+            weight_looking: 0.7,
         }
     }
 }

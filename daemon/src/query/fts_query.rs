@@ -44,6 +44,7 @@ pub struct Tier {
 /// Tier names, as replies report them.
 pub const ALL_WORDS: &str = "all_words";
 pub const MEANINGFUL_WORDS: &str = "meaningful_words";
+pub const MOST_WORDS: &str = "most_words";
 pub const ANY_WORD: &str = "any_word";
 
 /// The strict FTS5 query for `text` (purge by search uses it).
@@ -86,6 +87,26 @@ pub fn plan(text: &str) -> LexPlan {
         fallbacks.push(Tier {
             name: MEANINGFUL_WORDS,
             fts: all_of(&meaningful),
+        });
+    }
+    // All meaningful words but one, in any of the ways to leave one out (coordination: a row
+    // naming two of three words is likelier about the question than one naming one).
+    if (3..=6).contains(&meaningful.len()) {
+        let subsets: Vec<String> = (0..meaningful.len())
+            .map(|skip| {
+                let rest: Vec<&str> = meaningful
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| *i != skip)
+                    .map(|(_, t)| *t)
+                    .collect();
+                let parts: Vec<String> = rest.iter().map(|t| term(t)).collect();
+                format!("({})", parts.join(" AND "))
+            })
+            .collect();
+        fallbacks.push(Tier {
+            name: MOST_WORDS,
+            fts: subsets.join(" OR "),
         });
     }
     if meaningful.len() >= 2 {
@@ -305,19 +326,26 @@ mod tests {
     }
 
     #[test]
-    fn fallbacks_drop_the_question_words_then_take_any_word() {
+    fn fallbacks_drop_the_question_words_then_all_but_one_then_any_word() {
         let f = |t: &str| -> Vec<String> { plan(t).fallbacks.into_iter().map(|t| t.fts).collect() };
         assert_eq!(
             f("where did we fix the token refresh race?"),
             [
                 "\"fix\" \"token\" \"refresh\" \"race\"",
+                "(\"token\" AND \"refresh\" AND \"race\") OR (\"fix\" AND \"refresh\" AND \"race\") \
+                 OR (\"fix\" AND \"token\" AND \"race\") OR (\"fix\" AND \"token\" AND \"refresh\")",
                 "\"fix\" OR \"token\" OR \"refresh\" OR \"race\""
             ]
         );
         assert_eq!(
             f("payout retry attempts"),
-            ["\"payout\" OR \"retry\" OR \"attempts\""]
+            [
+                "(\"retry\" AND \"attempts\") OR (\"payout\" AND \"attempts\") OR (\"payout\" AND \"retry\")",
+                "\"payout\" OR \"retry\" OR \"attempts\""
+            ]
         );
+        // Two words: all but one is any one.
+        assert_eq!(f("payout retry"), ["\"payout\" OR \"retry\""]);
         assert!(f("pagination").is_empty());
         assert!(f("what did we do").is_empty());
         assert!(f("token OR refresh").is_empty());

@@ -239,13 +239,15 @@ impl Plan {
         if self.mode != SearchMode::Semantic && !self.lex.strict.is_empty() {
             let tiers = std::iter::once((ALL_WORDS, &self.lex.strict, self.cfg.weight_all_words))
                 .chain(self.lex.fallbacks.iter().map(|t| {
-                    let w = if t.name == fts_query::MEANINGFUL_WORDS {
-                        self.cfg.weight_meaningful_words
-                    } else {
-                        self.cfg.weight_any_word
+                    let w = match t.name {
+                        fts_query::MEANINGFUL_WORDS => self.cfg.weight_meaningful_words,
+                        fts_query::MOST_WORDS => self.cfg.weight_most_words,
+                        _ => self.cfg.weight_any_word,
                     };
                     (t.name, &t.fts, w)
-                }));
+                }))
+                // A tier weighted zero is turned off (and not run).
+                .filter(|(_, _, w)| *w > 0.0);
             for (name, fts, weight) in tiers {
                 if found.len() as i64 >= pool {
                     break;
@@ -289,6 +291,23 @@ impl Plan {
                 .semantic
                 .nearest(c, self.project.as_deref(), q, n, self.prompts)
                 .map_err(|e| QueryError::Read(e.to_string()))?;
+            let mut near = near;
+            if self.cfg.semantic_all {
+                // Every other candidate's similarity too, so the list ranks them all.
+                let others: Vec<Key> = lists
+                    .iter()
+                    .flat_map(|l| l.keys.iter().copied())
+                    .filter(|k| !near.iter().any(|(n, _)| n == k))
+                    .collect::<std::collections::HashSet<Key>>()
+                    .into_iter()
+                    .collect();
+                near.extend(
+                    self.semantic
+                        .similarity(c, q, others)
+                        .map_err(|e| QueryError::Read(e.to_string()))?,
+                );
+                near.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.id.cmp(&a.0.id)));
+            }
             let mut list = Ranked::new("semantic", None, self.cfg.weight_semantic);
             for (k, sim) in near {
                 list.keys.push(k);
@@ -701,13 +720,48 @@ fn fuse(
             Some(h)
         })
         .collect();
+    if cfg.weight_looking != 1.0 {
+        for h in &mut hits {
+            if h.obs_type.as_deref().is_some_and(is_looking) {
+                h.score *= cfg.weight_looking.clamp(0.0, 1.0);
+            }
+        }
+    }
     hits.sort_by(|a, b| {
         b.score
             .total_cmp(&a.score)
             .then(b.timestamp.cmp(&a.timestamp))
             .then(b.id.cmp(&a.id))
     });
+    if cfg.collapse_repeats {
+        collapse_repeats(&mut hits);
+    }
     hits
+}
+
+/// Observation types that record looking at something rather than doing it.
+fn is_looking(obs_type: &str) -> bool {
+    matches!(
+        obs_type,
+        "file_read" | "search" | "web_search" | "web_fetch"
+    )
+}
+
+/// Stable: a hit whose type and opening text (the 120 characters of its preview) repeat an earlier hit's goes after every distinct
+/// hit (in its order), so one command run three times takes one place near the top, not three.
+fn collapse_repeats(hits: &mut Vec<SearchHit>) {
+    let mut seen = std::collections::HashSet::new();
+    let (mut first, mut repeats) = (Vec::with_capacity(hits.len()), Vec::new());
+    for h in hits.drain(..) {
+        let opening = h.content_preview.trim().to_string();
+        if seen.insert((h.obs_type.clone(), opening)) {
+            first.push(h);
+        } else {
+            repeats.push(h);
+        }
+    }
+    first.extend(repeats);
+    *hits = first;
 }
 
 const OBS_HIT: &str =
@@ -828,6 +882,47 @@ mod tests {
             .map(|i| (key(i), hit(i)))
             .collect();
         (vec![lexical, semantic], found)
+    }
+
+    #[test]
+    fn a_repeated_result_goes_below_the_distinct_ones() {
+        let mut hits: Vec<SearchHit> = (1..=5).map(hit).collect();
+        for (h, text) in hits.iter_mut().zip([
+            "cargo clippy",
+            "cargo clippy",
+            "cargo clippy\n→ error",
+            "cargo clippy",
+            "git push",
+        ]) {
+            h.content_preview = text.into();
+        }
+        hits[3].obs_type = Some("command_error".into());
+        collapse_repeats(&mut hits);
+        let ids: Vec<i64> = hits.iter().map(|h| h.id).collect();
+        // 2 repeats 1 (same type, same text); 4 has the same text but is another type.
+        assert_eq!(ids, [1, 3, 4, 5, 2]);
+    }
+
+    #[test]
+    fn looking_counts_less_when_asked() {
+        let (mut l, mut f) = lists();
+        l.truncate(1);
+        f.get_mut(&key(1)).unwrap().obs_type = Some("file_read".into());
+        let cfg = SearchConfig {
+            weight_looking: 0.5,
+            ..Default::default()
+        };
+        let hits = fuse(&cfg, l, f);
+        assert_eq!(hits[0].id, 2, "the read fell below the next match");
+        assert!(hits.iter().position(|h| h.id == 1).unwrap() > 0);
+        let (mut l, mut f) = lists();
+        l.truncate(1);
+        f.get_mut(&key(1)).unwrap().obs_type = Some("file_read".into());
+        let cfg = SearchConfig {
+            weight_looking: 1.0,
+            ..Default::default()
+        };
+        assert_eq!(fuse(&cfg, l, f)[0].id, 1);
     }
 
     #[test]

@@ -291,6 +291,22 @@ impl Semantic {
         }
     }
 
+    /// The similarity of each of `keys` (those that have a vector) to the query.
+    pub fn similarity(
+        &self,
+        c: &Connection,
+        q: &[f32],
+        keys: Vec<Key>,
+    ) -> rusqlite::Result<Vec<(Key, f32)>> {
+        match self.active() {
+            Some(active) if q.len() == active.dim => {
+                let n = keys.len();
+                index::rescore(c, &active, q, keys, n)
+            }
+            _ => Ok(Vec::new()),
+        }
+    }
+
     /// Rows just embedded: add their codes to the cached projects.
     fn add_to_index(&self, active: &Active, rows: &[(Key, String, Vec<i8>)]) {
         let mut cache = self.index.lock().unwrap_or_else(|e| e.into_inner());
