@@ -14,7 +14,12 @@
 //! | `POST /v1/timeline` | [`crate::query::TimelineRequest`] | [`crate::query::Timeline`] |
 //! | `POST /v1/recent` | [`crate::query::RecentRequest`] | `[Observation]` |
 //! | `POST /v1/memories` | [`crate::query::SaveRequest`] | [`crate::query::Saved`] |
-//! | `POST /v1/model/reload` | | [`Embedding`] (after `nmemctl model import|remove`) |
+//! | `POST /v1/maintain` | [`crate::admin::Empty`] | [`crate::admin::MaintainReport`] |
+//! | `POST /v1/pin` | [`PinRequest`] | [`PinRequest`] (what was done) |
+//! | `POST /v1/retention` | [`crate::admin::RetentionRequest`] | [`crate::admin::DeletionReport`] |
+//! | `POST /v1/purge` | [`crate::admin::PurgeRequest`] | [`crate::admin::DeletionReport`] |
+//! | `POST /v1/redact` | [`crate::admin::RedactRequest`] | [`crate::admin::RedactReport`] |
+//! | `POST /v1/model/reload` | [`crate::admin::Empty`] | [`Embedding`] (after `nmemctl model import|remove`) |
 
 use serde::{Deserialize, Serialize};
 

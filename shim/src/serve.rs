@@ -228,12 +228,10 @@ async fn call<B: Serialize + Send + 'static>(
         Ok(v) => CallToolResult::success(vec![Content::text(
             serde_json::to_string_pretty(&v).unwrap_or_default(),
         )]),
-        Err(CallError::Api { code, message }) => {
+        Err(CallError::Api { code, message, .. }) => {
             CallToolResult::error(vec![Content::text(format!("{message} ({code})"))])
         }
-        Err(e @ CallError::Unavailable(_)) => {
-            CallToolResult::error(vec![Content::text(e.to_string())])
-        }
+        Err(e) => CallToolResult::error(vec![Content::text(e.to_string())]),
     })
 }
 
