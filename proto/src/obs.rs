@@ -206,16 +206,19 @@ mod tests {
         let mut seen = std::collections::HashSet::new();
         for n in NAMES {
             assert!(seen.insert(n), "{n} twice");
-            assert!(n.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'), "{n}");
+            assert!(
+                n.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'),
+                "{n}"
+            );
         }
     }
 
     #[test]
     fn bookkeeping_is_the_session_course() {
         assert!(BOOKKEEPING.contains(&"turn_end"));
-        assert!(BOOKKEEPING.iter().all(|n| ObsType::from_name(n)
-            .unwrap()
-            .is_bookkeeping()));
+        assert!(BOOKKEEPING
+            .iter()
+            .all(|n| ObsType::from_name(n).unwrap().is_bookkeeping()));
         for t in ObsType::all().filter(|t| t.name().starts_with("session_")) {
             assert!(t.is_bookkeeping(), "{t}");
         }

@@ -1,11 +1,11 @@
 //! `nmemctl` commands.
 
-use nmem_proto::paths::Paths;
 use crate::daemon_client::{call, CallError, Options};
 use nmem_proto::admin::{
     DeletionReport, Empty, MaintainReport, Mode, PurgeRequest, RedactReport, RedactRequest,
     RetentionRequest,
 };
+use nmem_proto::paths::Paths;
 use nmem_proto::{status, wire};
 use std::os::unix::fs::OpenOptionsExt;
 use std::process::ExitCode;
@@ -380,7 +380,9 @@ fn reload_model() {
         Err(CallError::Down(_)) => {
             println!("nmemd is not running: it will use the model when it starts")
         }
-        Err(e) => println!("nmemd did not take the new model ({e}): restart it (`nmemctl restart`)"),
+        Err(e) => {
+            println!("nmemd did not take the new model ({e}): restart it (`nmemctl restart`)")
+        }
     }
 }
 
@@ -964,7 +966,11 @@ pub fn service(action: &str) -> ExitCode {
 
 fn print_outcome(r: &DeletionReport, apply_flag: &str) {
     let n = r.total_candidates;
-    let reasons: Vec<String> = r.by_reason.iter().map(|(k, v)| format!("{k}: {v}")).collect();
+    let reasons: Vec<String> = r
+        .by_reason
+        .iter()
+        .map(|(k, v)| format!("{k}: {v}"))
+        .collect();
     if r.mode == Mode::Apply {
         println!(
             "deleted {} observations and {} prompts; database {} → {}",

@@ -127,7 +127,17 @@ pub fn call<B: Serialize, R: DeserializeOwned>(
     body: Option<&B>,
     opts: Options,
 ) -> Result<R, CallError> {
-    let paths = Paths::from_env();
+    call_at(&Paths::from_env(), method, path, body, opts)
+}
+
+/// [`call`] with the daemon's files at `paths`.
+pub fn call_at<B: Serialize, R: DeserializeOwned>(
+    paths: &Paths,
+    method: &str,
+    path: &str,
+    body: Option<&B>,
+    opts: Options,
+) -> Result<R, CallError> {
     let bytes = match body {
         Some(b) => serde_json::to_vec(b).expect("request serialises"),
         None => Vec::new(),
@@ -135,7 +145,7 @@ pub fn call<B: Serialize, R: DeserializeOwned>(
     if opts.probe && path != wire::PATH_HEALTH {
         if let Err(e) = client::call(&paths.socket, "GET", wire::PATH_HEALTH, &[], b"", PROBE) {
             if !is_down(&e) {
-                return Err(classify(&paths, &e));
+                return Err(classify(paths, &e));
             }
         }
     }
@@ -143,10 +153,10 @@ pub fn call<B: Serialize, R: DeserializeOwned>(
     let reply = match exchange() {
         Ok(r) => r,
         Err(e) if is_down(&e) && opts.autostart => {
-            start_and_wait(&paths)?;
-            exchange().map_err(|e| classify(&paths, &e))?
+            start_and_wait(paths)?;
+            exchange().map_err(|e| classify(paths, &e))?
         }
-        Err(e) => return Err(classify(&paths, &e)),
+        Err(e) => return Err(classify(paths, &e)),
     };
     if reply.status == 200 {
         return serde_json::from_slice(&reply.body).map_err(|e| {
@@ -155,18 +165,20 @@ pub fn call<B: Serialize, R: DeserializeOwned>(
             ))
         });
     }
-    Err(match serde_json::from_slice::<wire::ErrorBody>(&reply.body) {
-        Ok(e) => CallError::Api {
-            status: reply.status,
-            code: e.code,
-            message: e.message,
+    Err(
+        match serde_json::from_slice::<wire::ErrorBody>(&reply.body) {
+            Ok(e) => CallError::Api {
+                status: reply.status,
+                code: e.code,
+                message: e.message,
+            },
+            Err(_) => CallError::Api {
+                status: reply.status,
+                code: wire::code::INTERNAL.into(),
+                message: format!("nmemd answered HTTP {}", reply.status),
+            },
         },
-        Err(_) => CallError::Api {
-            status: reply.status,
-            code: wire::code::INTERNAL.into(),
-            message: format!("nmemd answered HTTP {}", reply.status),
-        },
-    })
+    )
 }
 
 /// Nothing listens: no socket file, or nobody accepts on it.
@@ -244,4 +256,47 @@ fn start_and_wait(paths: &Paths) -> Result<(), CallError> {
         paths,
         "it did not come up within 5 s; see its log",
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts() -> Options {
+        Options {
+            deadline: Duration::from_secs(2),
+            autostart: false,
+            probe: true,
+        }
+    }
+
+    #[test]
+    fn nothing_listening_is_down_and_says_how_to_start_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let paths = Paths::under(dir.path());
+        let e = call_at::<(), wire::Health>(&paths, "GET", wire::PATH_HEALTH, None, opts())
+            .unwrap_err();
+        assert!(matches!(e, CallError::Down(_)), "{e:?}");
+        assert!(e.to_string().contains("Start it"), "{e}");
+    }
+
+    /// A socket that accepts (the kernel's backlog) but never answers: a hung daemon. The
+    /// probe names it within about a second, not after the call's deadline.
+    #[test]
+    fn a_silent_listener_is_slow_not_down() {
+        let dir = tempfile::tempdir().unwrap();
+        let paths = Paths::under(dir.path());
+        std::fs::create_dir_all(paths.socket.parent().unwrap()).unwrap();
+        let _listener = std::os::unix::net::UnixListener::bind(&paths.socket).unwrap();
+        let long = Options {
+            deadline: Duration::from_secs(60),
+            ..opts()
+        };
+        let start = Instant::now();
+        let e = call_at::<_, wire::Health>(&paths, "POST", wire::PATH_MAINTAIN, Some(&()), long)
+            .unwrap_err();
+        assert!(matches!(e, CallError::Slow(_)), "{e:?}");
+        // The deadline that matters is the probe's: fail well before the call's 60 s.
+        assert!(start.elapsed() < Duration::from_secs(30), "{e}");
+    }
 }

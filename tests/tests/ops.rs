@@ -659,6 +659,9 @@ fn retention_and_purge_by_type_touch_only_that_type() {
 
     let dry = ctl(&home, &["purge", "--type", "file_read", "--json"]);
     let r: nmem_proto::admin::DeletionReport = serde_json::from_slice(&dry.stdout).unwrap();
-    assert_eq!((r.mode, r.total_candidates), (nmem_proto::admin::Mode::DryRun, 5));
+    assert_eq!(
+        (r.mode, r.total_candidates),
+        (nmem_proto::admin::Mode::DryRun, 5)
+    );
     assert_eq!(types(&home), (5, 0), "a dry run deletes nothing");
 }

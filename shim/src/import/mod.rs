@@ -691,20 +691,23 @@ const BATCH: usize = 2_000;
 /// workers and the writer commits it in large groups.
 fn send(conn: &mut client::Conn, events: Vec<Synth>, counts: &Counts) -> Result<(), String> {
     let mut body = Vec::with_capacity(64 * 1024);
-    for chunk in events.chunks(BATCH) {
+    let mut events = events.into_iter().peekable();
+    while events.peek().is_some() {
         body.clear();
-        for e in chunk {
-            let head = serde_json::json!({
-                "event_id": e.id,
-                "received_at": e.at,
-                "harness": e.harness,
-            })
-            .to_string();
-            // `{…head…, "payload": <raw payload>}`: the payload is already JSON.
-            body.extend_from_slice(&head.as_bytes()[..head.len() - 1]);
-            body.extend_from_slice(b",\"payload\":");
-            body.extend_from_slice(&e.payload);
-            body.extend_from_slice(b"}\n");
+        for e in events.by_ref().take(BATCH) {
+            // The payload is already JSON (the importer serialised it): sent as it is.
+            let payload = String::from_utf8(e.payload)
+                .ok()
+                .and_then(|p| serde_json::value::RawValue::from_string(p).ok())
+                .ok_or_else(|| format!("event {} is not JSON (a bug in the importer)", e.id))?;
+            let line = wire::BatchEvent {
+                event_id: e.id,
+                received_at: e.at,
+                harness: e.harness.to_string(),
+                payload,
+            };
+            serde_json::to_writer(&mut body, &line).map_err(|e| e.to_string())?;
+            body.push(b'\n');
         }
         let r = conn
             .request(
