@@ -215,3 +215,26 @@ pub struct Embedding {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub embedder_pid: Option<u32>,
 }
+
+#[cfg(test)]
+mod tests {
+    /// The table at the top of this file lists every route, with its request and reply types.
+    #[test]
+    fn the_route_table_lists_every_route() {
+        let src = include_str!("wire.rs");
+        let table: Vec<&str> = src.lines().filter(|l| l.starts_with("//! | `")).collect();
+        let mut paths = 0;
+        for line in src.lines() {
+            let Some(rest) = line.strip_prefix("pub const PATH_") else {
+                continue;
+            };
+            let path = rest.split('"').nth(1).expect("a path literal");
+            paths += 1;
+            assert!(
+                table.iter().any(|row| row.contains(&format!(" {path}` |"))),
+                "{path} is missing from the route table"
+            );
+        }
+        assert!(paths >= 15, "found {paths} routes");
+    }
+}
