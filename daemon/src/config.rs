@@ -286,6 +286,15 @@ impl Config {
         // A negative age would put the cutoff in the future: the next sweep would delete
         // everything. Ages past any calendar are refused rather than overflowing.
         for (t, days) in &c.retention.max_age_days {
+            // A misspelt type would silently keep its default age.
+            let prompts = ["user_prompt", "agent_reasoning"];
+            if nmem_proto::obs::ObsType::from_name(t).is_none() && !prompts.contains(&t.as_str()) {
+                return Err(format!(
+                    "[retention] max_age_days.{t}: nmem stores no type `{t}`; use one of {}, {}",
+                    nmem_proto::obs::NAMES.join(", "),
+                    prompts.join(", ")
+                ));
+            }
             if !(0..=3_650_000).contains(days) {
                 return Err(format!(
                     "[retention] max_age_days.{t} = {days}: an age is a number of days from 0 to 3650000"
@@ -306,6 +315,22 @@ mod tests {
         let text = include_str!("../../config.example.toml");
         let c: Config = toml::from_str(text).unwrap();
         assert_eq!(c.dedup.window_secs, 300);
+    }
+
+    #[test]
+    fn an_age_for_a_type_nmem_does_not_store_is_refused() {
+        let err = Config::parse("[retention]\nmax_age_days = { comand = 30 }\n").unwrap_err();
+        assert!(
+            err.contains("no type `comand`") && err.contains("command"),
+            "{err}"
+        );
+        for t in nmem_proto::obs::NAMES
+            .iter()
+            .chain(&["user_prompt", "agent_reasoning"])
+        {
+            let text = format!("[retention]\nmax_age_days = {{ {t} = 30 }}\n");
+            assert!(Config::parse(&text).is_ok(), "{t}");
+        }
     }
 
     #[test]

@@ -47,13 +47,15 @@ impl Dedup {
 
     /// The dedup key of an observation, or `None` for types that are never deduplicated.
     pub fn key_for(session_id: &str, o: &Obs) -> Option<Key> {
-        match o.obs_type {
-            "file_read" | "search" => {
-                let target = o.dedup_target.clone().unwrap_or_else(|| target_hash(o));
-                Some((session_id.to_string(), o.obs_type, target))
-            }
-            _ => None,
+        // Re-reads and re-searches (the vocabulary's `deduplicated` column); never actions
+        // whose repeat means something (a command run twice ran twice).
+        let dedups = nmem_proto::obs::ObsType::from_name(o.obs_type)
+            .is_some_and(nmem_proto::obs::ObsType::deduplicated);
+        if !dedups {
+            return None;
         }
+        let target = o.dedup_target.clone().unwrap_or_else(|| target_hash(o));
+        Some((session_id.to_string(), o.obs_type, target))
     }
 
     /// The echo key of an id-less event: its session, a marker type, and the event name with a

@@ -9,7 +9,7 @@
 use nmem_proto::paths::{check_own_file, ensure_private_dir_for, Paths, NOFOLLOW_FLAGS};
 use std::fs::File;
 use std::io::{Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd};
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
@@ -138,7 +138,7 @@ pub fn preflight(paths: &Paths) -> Result<(), StartError> {
 
 /// Take the socket from systemd (`LISTEN_PID`/`LISTEN_FDS`) or bind our own.
 pub fn bind(paths: &Paths) -> Result<Bound, StartError> {
-    if let Some(listener) = inherited_socket() {
+    if let Some(listener) = inherited_socket()? {
         tracing::info!("using the socket handed over by the service manager");
         return Ok(Bound {
             listener,
@@ -175,22 +175,22 @@ pub fn bind(paths: &Paths) -> Result<Bound, StartError> {
     })
 }
 
-/// systemd socket activation: fd 3 when LISTEN_PID is us and LISTEN_FDS ≥ 1.
-fn inherited_socket() -> Option<std::os::unix::net::UnixListener> {
-    let pid: u32 = std::env::var("LISTEN_PID").ok()?.parse().ok()?;
-    let fds: u32 = std::env::var("LISTEN_FDS").ok()?.parse().ok()?;
-    if pid != std::process::id() || fds < 1 {
-        return None;
-    }
-    // Not for our children.
-    std::env::remove_var("LISTEN_PID");
-    std::env::remove_var("LISTEN_FDS");
+/// systemd socket activation, through the `listenfd` crate: fd 3 when `LISTEN_PID` is us and
+/// `LISTEN_FDS` ≥ 1, checked to be a Unix stream socket and marked close-on-exec; the
+/// variables are removed so our children (the embedder) do not take them for theirs. Anything
+/// else at fd 3 refuses the start, saying so.
+fn inherited_socket() -> Result<Option<std::os::unix::net::UnixListener>, StartError> {
+    let mut fds = listenfd::ListenFd::from_env();
     std::env::remove_var("LISTEN_FDNAMES");
-    // SAFETY: systemd passes the listening socket as fd 3 (SD_LISTEN_FDS_START).
-    unsafe {
-        libc::fcntl(3, libc::F_SETFD, libc::FD_CLOEXEC);
-        Some(std::os::unix::net::UnixListener::from_raw_fd(3))
+    if fds.len() == 0 {
+        return Ok(None);
     }
+    fds.take_unix_listener(0).map_err(|e| {
+        StartError::Unsafe(format!(
+            "the socket the service manager handed over (LISTEN_FDS) is unusable: {e}; check \
+             nmemd.socket's ListenStream"
+        ))
+    })
 }
 
 /// Resolves on SIGTERM or SIGINT.

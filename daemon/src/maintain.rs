@@ -6,25 +6,10 @@
 use crate::app::App;
 use crate::stats::Stats;
 use rusqlite::Connection;
-use serde::Serialize;
 use std::sync::Arc;
 use std::time::Duration;
 
-#[derive(Debug, Serialize, serde::Deserialize)]
-pub struct Report {
-    pub fts_indexed: u64,
-    pub fts_integrity: String,
-    pub freed_pages: i64,
-    pub wal_checkpoint: String,
-    pub db_bytes_before: u64,
-    pub db_bytes_after: u64,
-    pub millis: u64,
-    /// What the retention sweep removed first (`None`: sweeping is off in the config).
-    #[serde(default)]
-    pub swept_observations: Option<u64>,
-    #[serde(default)]
-    pub swept_prompts: Option<u64>,
-}
+pub use nmem_proto::admin::MaintainReport as Report;
 
 pub fn run(c: &mut Connection, db: &std::path::Path) -> Result<Report, String> {
     let start = std::time::Instant::now();

@@ -6,18 +6,9 @@
 use crate::app::App;
 use crate::redact::Redactor;
 use rusqlite::Connection;
-use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct RedactOutcome {
-    pub mode: String,
-    pub observations: u64,
-    pub prompts: u64,
-    pub secrets: u64,
-    /// Ids of rows that change (`o<id>`, `p<id>`; the first 1,000).
-    pub ids: Vec<String>,
-}
+pub use nmem_proto::admin::RedactReport as RedactOutcome;
 
 /// id, content, file_path, rel_path, metadata.
 type ObsRow = (i64, String, Option<String>, Option<String>, Option<String>);
@@ -33,7 +24,7 @@ fn redact_json(r: &Redactor, v: &mut serde_json::Value) -> u32 {
 
 fn run(c: &mut Connection, r: &Redactor, apply: bool) -> rusqlite::Result<RedactOutcome> {
     let mut out = RedactOutcome {
-        mode: if apply { "apply" } else { "dry-run" }.into(),
+        mode: nmem_proto::admin::Mode::from_apply(apply),
         ..Default::default()
     };
     let tx = c.transaction()?;

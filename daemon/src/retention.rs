@@ -5,77 +5,19 @@
 use crate::app::App;
 use rusqlite::types::Value as Sql;
 use rusqlite::Connection;
-use serde::{Deserialize, Serialize};
 use serde_json::json;
 use std::collections::{BTreeMap, HashMap};
 
 const DAY_MS: i64 = 86_400_000;
 
-/// Default ages in days (docs/design.md §5), overridable per type in `[retention]`.
+/// Default ages in days (docs/design.md §5): the vocabulary's ([`nmem_proto::obs::TABLE`]),
+/// overridable per type in `[retention]`.
 pub fn default_days(obs_type: &str) -> i64 {
-    match obs_type {
-        "git_commit" | "git_push" | "memory" => 730,
-        "file_write" | "file_edit" | "compaction" | "compact_summary" => 365,
-        t if t.starts_with("session_") => 365,
-        "command" | "command_error" | "github" | "tool_error" | "turn_end" => 180,
-        // Declined calls and skills matter while the habits they show are current.
-        "tool_rejected" | "skill" => 90,
-        _ => 90,
-    }
+    nmem_proto::obs::retention_days_of(obs_type)
 }
-const USER_PROMPT_DAYS: i64 = 365;
-const AGENT_REASONING_DAYS: i64 = 90;
+use nmem_proto::obs::{AGENT_REASONING_DAYS, USER_PROMPT_DAYS};
 
-#[derive(Debug, Clone, Deserialize, Serialize, Default)]
-pub struct RetentionRequest {
-    /// One age for every type (instead of the per-type ages).
-    #[serde(default)]
-    pub max_age_days: Option<i64>,
-    /// Keep at most this many observations per project (newest first).
-    #[serde(default, alias = "max_entries_per_project")]
-    pub max_per_project: Option<i64>,
-    #[serde(default, alias = "type")]
-    pub obs_type: Option<String>,
-    #[serde(default)]
-    pub project: Option<String>,
-    #[serde(default)]
-    pub apply: bool,
-}
-
-#[derive(Debug, Clone, Deserialize, Serialize, Default)]
-pub struct PurgeRequest {
-    #[serde(default)]
-    pub project: Option<String>,
-    #[serde(default)]
-    pub session: Option<String>,
-    #[serde(default, alias = "type")]
-    pub obs_type: Option<String>,
-    /// Delete what is older than this (a date, date-time, or Unix time).
-    #[serde(default)]
-    pub before: Option<nmem_proto::query::When>,
-    /// Delete what is newer than this.
-    #[serde(default)]
-    pub after: Option<nmem_proto::query::When>,
-    /// Delete what matches this search (FTS, as `nmem search` reads it).
-    #[serde(default)]
-    pub search: Option<String>,
-    #[serde(default)]
-    pub apply: bool,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, Default)]
-pub struct Outcome {
-    pub mode: String,
-    pub executed_at: i64,
-    pub total_candidates: u64,
-    pub by_reason: BTreeMap<String, u64>,
-    /// `o<id>` for observations, `p<id>` for prompts (the first 1,000).
-    pub candidate_ids: Vec<String>,
-    pub deleted_observations: u64,
-    pub deleted_prompts: u64,
-    pub db_bytes_before: u64,
-    pub db_bytes_after: u64,
-}
+pub use nmem_proto::admin::{DeletionReport as Outcome, PurgeRequest, RetentionRequest};
 
 #[derive(Default)]
 struct Candidates {
@@ -344,7 +286,7 @@ fn outcome(
     after: u64,
 ) -> Outcome {
     Outcome {
-        mode: if apply { "apply" } else { "dry-run" }.into(),
+        mode: nmem_proto::admin::Mode::from_apply(apply),
         executed_at: nmem_proto::now_ms(),
         total_candidates: (cand.obs.len() + cand.prompts.len()) as u64,
         by_reason: cand.by_reason.clone(),

@@ -243,12 +243,7 @@ async fn redact(
     State(app): State<Arc<App>>,
     b: Bytes,
 ) -> Result<Json<crate::reredact::RedactOutcome>, ApiError> {
-    #[derive(serde::Deserialize)]
-    struct Req {
-        #[serde(default)]
-        apply: bool,
-    }
-    let req: Req = body(&b)?;
+    let req: nmem_proto::admin::RedactRequest = body(&b)?;
     crate::reredact::redact(app, req.apply)
         .await
         .map(Json)

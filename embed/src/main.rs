@@ -326,6 +326,8 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
+/// The resident size now, from `/proc` (Linux only).
+#[cfg(target_os = "linux")]
 fn rss() -> String {
     std::fs::read_to_string("/proc/self/status")
         .ok()
@@ -335,4 +337,16 @@ fn rss() -> String {
                 .map(|l| l[6..].trim().to_owned())
         })
         .unwrap_or_else(|| "unknown (no /proc)".into())
+}
+
+/// No `/proc` on macOS: the peak resident size from `getrusage` (bytes there), said as a peak.
+#[cfg(not(target_os = "linux"))]
+fn rss() -> String {
+    // SAFETY: getrusage fills the struct it is given and nothing else.
+    let peak = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
+        usage.ru_maxrss as u64
+    };
+    format!("{} kB (peak)", peak / 1024)
 }

@@ -4,6 +4,8 @@
 //!   `NMEM_SOCKET`, or the platform's folders).
 //! * [`harness`]: the hook payload of each harness, normalised to one envelope and validated.
 //! * [`wire`]: the versioned HTTP/JSON API: paths, headers, request and reply bodies, error codes.
+//! * [`query`], [`admin`]: the request and reply types of the query and operator routes.
+//! * [`obs`]: the observation vocabulary ([`obs::ObsType`]: names, retention, digest role).
 //! * [`spool`]: the one-file-per-event spool a shim writes when the daemon is away.
 //! * [`client`]: a std-only HTTP/1.1 client over the Unix socket, with a hard deadline. It is on
 //!   the hook's hot path, so it uses no async runtime and allocates little.
@@ -11,8 +13,10 @@
 //! This crate stays small: the hook handler links it, and every dependency here is paid for on
 //! every tool call.
 
+pub mod admin;
 pub mod client;
 pub mod harness;
+pub mod obs;
 pub mod paths;
 pub mod query;
 pub mod spool;

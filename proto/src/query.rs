@@ -307,55 +307,14 @@ pub struct RecentRequest {
     pub cwd: Option<String>,
 }
 
-/// Every observation type nmem stores (docs/design.md §2 has what each holds).
-pub const OBS_TYPES: &[&str] = &[
-    "session_start",
-    "session_resume",
-    "session_clear",
-    "session_compact",
-    "session_fork",
-    "session_end",
-    "file_read",
-    "file_write",
-    "file_edit",
-    "command",
-    "command_error",
-    "git_commit",
-    "git_push",
-    "github",
-    "tool_error",
-    "tool_rejected",
-    "search",
-    "web_fetch",
-    "web_search",
-    "task_spawn",
-    "plan",
-    "skill",
-    "mcp_call",
-    "compaction",
-    "compact_summary",
-    "turn_end",
-    "subagent_end",
-    "api_error",
-    "memory",
-    "tool_other",
-];
+/// Every observation type nmem stores (docs/design.md §2 has what each holds): the names of
+/// [`crate::obs::TABLE`].
+pub const OBS_TYPES: &[&str] = &crate::obs::NAMES;
 
 /// The types that record the session's course rather than work done: `recent` and the digest
-/// list them only when asked; search ranks them like any other hit.
-pub const BOOKKEEPING: &[&str] = &[
-    "session_start",
-    "session_resume",
-    "session_clear",
-    "session_compact",
-    "session_fork",
-    "session_end",
-    "compaction",
-    "compact_summary",
-    "turn_end",
-    "subagent_end",
-    "api_error",
-];
+/// list them only when asked; search ranks them like any other hit. Derived from
+/// [`crate::obs::TABLE`] ([`crate::obs::DigestRole::Bookkeeping`]).
+pub const BOOKKEEPING: &[&str] = &crate::obs::BOOKKEEPING;
 
 #[derive(Debug, Clone, Serialize, Deserialize, Default)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]

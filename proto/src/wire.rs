@@ -14,7 +14,12 @@
 //! | `POST /v1/timeline` | [`crate::query::TimelineRequest`] | [`crate::query::Timeline`] |
 //! | `POST /v1/recent` | [`crate::query::RecentRequest`] | `[Observation]` |
 //! | `POST /v1/memories` | [`crate::query::SaveRequest`] | [`crate::query::Saved`] |
-//! | `POST /v1/model/reload` | | [`Embedding`] (after `nmemctl model import|remove`) |
+//! | `POST /v1/maintain` | [`crate::admin::Empty`] | [`crate::admin::MaintainReport`] |
+//! | `POST /v1/pin` | [`PinRequest`] | [`PinRequest`] (what was done) |
+//! | `POST /v1/retention` | [`crate::admin::RetentionRequest`] | [`crate::admin::DeletionReport`] |
+//! | `POST /v1/purge` | [`crate::admin::PurgeRequest`] | [`crate::admin::DeletionReport`] |
+//! | `POST /v1/redact` | [`crate::admin::RedactRequest`] | [`crate::admin::RedactReport`] |
+//! | `POST /v1/model/reload` | [`crate::admin::Empty`] | [`Embedding`] (after `nmemctl model import|remove`) |
 
 use serde::{Deserialize, Serialize};
 
@@ -209,4 +214,27 @@ pub struct Embedding {
     /// The embedder's process id while it runs (it stops when idle).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub embedder_pid: Option<u32>,
+}
+
+#[cfg(test)]
+mod tests {
+    /// The table at the top of this file lists every route, with its request and reply types.
+    #[test]
+    fn the_route_table_lists_every_route() {
+        let src = include_str!("wire.rs");
+        let table: Vec<&str> = src.lines().filter(|l| l.starts_with("//! | `")).collect();
+        let mut paths = 0;
+        for line in src.lines() {
+            let Some(rest) = line.strip_prefix("pub const PATH_") else {
+                continue;
+            };
+            let path = rest.split('"').nth(1).expect("a path literal");
+            paths += 1;
+            assert!(
+                table.iter().any(|row| row.contains(&format!(" {path}` |"))),
+                "{path} is missing from the route table"
+            );
+        }
+        assert!(paths >= 15, "found {paths} routes");
+    }
 }

@@ -99,15 +99,45 @@ fn spawn(paths: &Paths) -> std::io::Result<()> {
     let log2 = log.try_clone()?;
     let mut cmd = Command::new(daemon_binary());
     cmd.stdin(Stdio::null()).stdout(log).stderr(log2);
+    let open_max = open_max();
     // SAFETY: only async-signal-safe calls between fork and exec.
     unsafe {
-        cmd.pre_exec(|| {
+        cmd.pre_exec(move || {
             libc::setsid();
             // Descriptors the harness leaked into us must not keep its pipes open.
-            // CLOSE_RANGE_CLOEXEC (4) rather than closing: std reports exec failures on one of them.
-            libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 4u32);
+            cloexec_from_3(open_max);
             Ok(())
         });
     }
     cmd.spawn().map(drop)
+}
+
+/// The descriptor bound [`cloexec_from_3`] loops to where there is no `close_range`; read
+/// before the fork (not needed on Linux).
+fn open_max() -> libc::c_int {
+    // SAFETY: sysconf(3) with a constant name.
+    let n = unsafe { libc::sysconf(libc::_SC_OPEN_MAX) };
+    // An unlimited or huge limit would make the loop long: leaked descriptors are low ones.
+    if n <= 0 {
+        4096
+    } else {
+        n.min(65_536) as libc::c_int
+    }
+}
+
+/// Mark every descriptor from 3 up close-on-exec, between fork and exec. Close-on-exec rather
+/// than closing: std reports exec failures on a pipe of its own among them.
+#[cfg(target_os = "linux")]
+unsafe fn cloexec_from_3(_open_max: libc::c_int) {
+    // One syscall: close_range(3, ~0, CLOSE_RANGE_CLOEXEC = 4) (Linux 5.11).
+    libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 4u32);
+}
+
+/// macOS has no `close_range`: `fcntl(F_SETFD)` on each descriptor up to the limit (EBADF on
+/// the ones not open), async-signal-safe like the syscall it replaces.
+#[cfg(not(target_os = "linux"))]
+unsafe fn cloexec_from_3(open_max: libc::c_int) {
+    for fd in 3..open_max {
+        libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
+    }
 }

@@ -1,7 +1,12 @@
 //! `nmemctl` commands.
 
+use crate::daemon_client::{call, CallError, Options};
+use nmem_proto::admin::{
+    DeletionReport, Empty, MaintainReport, Mode, PurgeRequest, RedactReport, RedactRequest,
+    RetentionRequest,
+};
 use nmem_proto::paths::Paths;
-use nmem_proto::{client, status, wire};
+use nmem_proto::{status, wire};
 use std::os::unix::fs::OpenOptionsExt;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -15,25 +20,17 @@ pub fn status(json: bool) -> ExitCode {
     let paths = Paths::from_env();
     // Bounded: a stopped or hung daemon must not make status hang too (the status route counts
     // rows on a reader, which a healthy daemon answers in milliseconds).
-    let (mut s, reach_error) = match client::call(
-        &paths.socket,
+    let (mut s, reach_error) = match crate::daemon_client::call::<(), wire::Status>(
         "GET",
         wire::PATH_STATUS,
-        &[],
-        b"",
-        crate::daemon_client::PROBE,
-    ) {
-        Ok(r) if r.status == 200 => match serde_json::from_slice::<wire::Status>(&r.body) {
-            Ok(s) => (s, None),
-            Err(e) => (
-                status::from_files(&paths),
-                Some(format!("unreadable status reply: {e}")),
-            ),
+        None,
+        Options {
+            deadline: crate::daemon_client::PROBE,
+            autostart: false,
+            probe: false,
         },
-        Ok(r) => (
-            status::from_files(&paths),
-            Some(format!("status request failed with HTTP {}", r.status)),
-        ),
+    ) {
+        Ok(s) => (s, None),
         Err(e) => (status::from_files(&paths), Some(e.to_string())),
     };
     // No answer, yet a process holds the database lock: it is alive, just not answering.
@@ -368,38 +365,50 @@ pub fn model_remove(id: &str) -> ExitCode {
 
 /// Tell a running daemon the models changed (it picks them up at start otherwise).
 fn reload_model() {
-    match ctl_post(
+    match ctl_post::<_, wire::Embedding>(
         wire::PATH_MODEL_RELOAD,
-        &serde_json::json!({}),
+        &Empty {},
         Duration::from_secs(30),
     ) {
-        Ok(v) => match v["model"].as_str() {
+        Ok(e) => match e.model {
             Some(m) => println!(
                 "nmemd now searches with {m} ({} rows embedded, {} waiting)",
-                v["embedded"], v["pending"]
+                e.embedded, e.pending
             ),
             None => println!("nmemd now searches by words only"),
         },
-        Err(_) => println!("nmemd is not running: it will use the model when it starts"),
+        Err(CallError::Down(_)) => {
+            println!("nmemd is not running: it will use the model when it starts")
+        }
+        Err(e) => {
+            println!("nmemd did not take the new model ({e}): restart it (`nmemctl restart`)")
+        }
     }
 }
 
-fn ctl_post(
+/// An operator request: typed both ways, no autostart (a person is waiting, and asked for this
+/// daemon), probed first so a hung daemon is named within a second.
+fn ctl_post<B: serde::Serialize, R: serde::de::DeserializeOwned>(
     path: &str,
-    body: &serde_json::Value,
+    body: &B,
     deadline: Duration,
-) -> Result<serde_json::Value, String> {
-    let paths = Paths::from_env();
-    let bytes = body.to_string();
-    let r = client::call(&paths.socket, "POST", path, &[], bytes.as_bytes(), deadline)
-        .map_err(|e| format!("nmemd is not running ({e}); start it with `nmemctl start`"))?;
-    if r.status == 200 {
-        serde_json::from_slice(&r.body).map_err(|e| e.to_string())
-    } else {
-        Err(serde_json::from_slice::<wire::ErrorBody>(&r.body)
-            .map(|e| e.message)
-            .unwrap_or_else(|_| format!("HTTP {}", r.status)))
+) -> Result<R, CallError> {
+    // Maintenance, retention and redaction can take minutes on a large database: a spinner
+    // on a terminal says the daemon is at it (nothing on a pipe or in a log).
+    let spinner = std::io::IsTerminal::is_terminal(&std::io::stderr()).then(|| {
+        let s = indicatif::ProgressBar::new_spinner();
+        s.set_message(format!("waiting for nmemd ({path})"));
+        s.enable_steady_tick(Duration::from_millis(120));
+        s
+    });
+    let res = call("POST", path, Some(body), Options::ctl(deadline));
+    if let Some(s) = spinner {
+        s.finish_and_clear();
     }
+    res.map_err(|e| match e {
+        CallError::Down(m) => CallError::Down(format!("{m}; start it with `nmemctl start`")),
+        other => other,
+    })
 }
 
 fn fail(msg: impl std::fmt::Display) -> ExitCode {
@@ -410,13 +419,9 @@ fn fail(msg: impl std::fmt::Display) -> ExitCode {
 /// `nmemctl maintain`: retention sweep, WAL checkpoint, incremental vacuum, FTS integrity check
 /// and optimize.
 pub fn maintain() -> ExitCode {
-    match ctl_post(
-        wire::PATH_MAINTAIN,
-        &serde_json::json!({}),
-        Duration::from_secs(600),
-    ) {
+    match ctl_post::<_, MaintainReport>(wire::PATH_MAINTAIN, &Empty {}, Duration::from_secs(600)) {
         Ok(r) => {
-            match (r["swept_observations"].as_u64(), r["swept_prompts"].as_u64()) {
+            match (r.swept_observations, r.swept_prompts) {
                 (Some(o), Some(p)) => println!(
                     "retention sweep: {o} observations and {p} prompts past their age removed (pinned kept)"
                 ),
@@ -424,19 +429,15 @@ pub fn maintain() -> ExitCode {
             }
             println!(
                 "full-text index: {} (caught up {} rows)",
-                r["fts_integrity"].as_str().unwrap_or(""),
-                r["fts_indexed"]
+                r.fts_integrity, r.fts_indexed
             );
-            println!("free pages reclaimed: {}", r["freed_pages"]);
-            println!(
-                "WAL checkpoint: {}",
-                r["wal_checkpoint"].as_str().unwrap_or("")
-            );
+            println!("free pages reclaimed: {}", r.freed_pages);
+            println!("WAL checkpoint: {}", r.wal_checkpoint);
             println!(
                 "database: {} → {} in {} ms",
-                bytes(r["db_bytes_before"].as_u64().unwrap_or(0)),
-                bytes(r["db_bytes_after"].as_u64().unwrap_or(0)),
-                r["millis"]
+                bytes(r.db_bytes_before),
+                bytes(r.db_bytes_after),
+                r.millis
             );
             ExitCode::SUCCESS
         }
@@ -446,9 +447,9 @@ pub fn maintain() -> ExitCode {
 
 /// `nmemctl pin ID` / `unpin ID`.
 pub fn pin(id: i64, pinned: bool) -> ExitCode {
-    match ctl_post(
+    match ctl_post::<_, wire::PinRequest>(
         wire::PATH_PIN,
-        &serde_json::json!({"id": id, "pinned": pinned}),
+        &wire::PinRequest { id, pinned },
         CTL_DEADLINE,
     ) {
         Ok(_) => {
@@ -963,19 +964,20 @@ pub fn service(action: &str) -> ExitCode {
     ))
 }
 
-fn print_outcome(r: &serde_json::Value, apply_flag: &str) {
-    let n = r["total_candidates"].as_u64().unwrap_or(0);
-    let reasons: Vec<String> = r["by_reason"]
-        .as_object()
-        .map(|m| m.iter().map(|(k, v)| format!("{k}: {v}")).collect())
-        .unwrap_or_default();
-    if r["mode"] == "apply" {
+fn print_outcome(r: &DeletionReport, apply_flag: &str) {
+    let n = r.total_candidates;
+    let reasons: Vec<String> = r
+        .by_reason
+        .iter()
+        .map(|(k, v)| format!("{k}: {v}"))
+        .collect();
+    if r.mode == Mode::Apply {
         println!(
             "deleted {} observations and {} prompts; database {} → {}",
-            r["deleted_observations"],
-            r["deleted_prompts"],
-            bytes(r["db_bytes_before"].as_u64().unwrap_or(0)),
-            bytes(r["db_bytes_after"].as_u64().unwrap_or(0))
+            r.deleted_observations,
+            r.deleted_prompts,
+            bytes(r.db_bytes_before),
+            bytes(r.db_bytes_after)
         );
     } else if n == 0 {
         println!("nothing to delete");
@@ -984,11 +986,15 @@ fn print_outcome(r: &serde_json::Value, apply_flag: &str) {
     }
 }
 
+fn print_json(r: &impl serde::Serialize) {
+    println!("{}", serde_json::to_string_pretty(r).expect("serialises"));
+}
+
 /// `nmemctl retention`: per-type ages and a per-project cap. A dry run unless `apply`.
-pub fn retention(body: serde_json::Value, json: bool) -> ExitCode {
-    match ctl_post(wire::PATH_RETENTION, &body, Duration::from_secs(600)) {
+pub fn retention(req: RetentionRequest, json: bool) -> ExitCode {
+    match ctl_post::<_, DeletionReport>(wire::PATH_RETENTION, &req, Duration::from_secs(600)) {
         Ok(r) if json => {
-            println!("{}", serde_json::to_string_pretty(&r).unwrap_or_default());
+            print_json(&r);
             ExitCode::SUCCESS
         }
         Ok(r) => {
@@ -1000,10 +1006,10 @@ pub fn retention(body: serde_json::Value, json: bool) -> ExitCode {
 }
 
 /// `nmemctl purge`: delete by project, session, type, date or search. A dry run unless `--yes`.
-pub fn purge(body: serde_json::Value, json: bool) -> ExitCode {
-    match ctl_post(wire::PATH_PURGE, &body, Duration::from_secs(600)) {
+pub fn purge(req: PurgeRequest, json: bool) -> ExitCode {
+    match ctl_post::<_, DeletionReport>(wire::PATH_PURGE, &req, Duration::from_secs(600)) {
         Ok(r) if json => {
-            println!("{}", serde_json::to_string_pretty(&r).unwrap_or_default());
+            print_json(&r);
             ExitCode::SUCCESS
         }
         Ok(r) => {
@@ -1016,18 +1022,18 @@ pub fn purge(body: serde_json::Value, json: bool) -> ExitCode {
 
 /// `nmemctl redact`: re-apply the redaction rules to stored rows. A dry run unless `apply`.
 pub fn redact(apply: bool, json: bool) -> ExitCode {
-    match ctl_post(
+    match ctl_post::<_, RedactReport>(
         wire::PATH_REDACT,
-        &serde_json::json!({"apply": apply}),
+        &RedactRequest { apply },
         Duration::from_secs(1800),
     ) {
         Ok(r) if json => {
-            println!("{}", serde_json::to_string_pretty(&r).unwrap_or_default());
+            print_json(&r);
             ExitCode::SUCCESS
         }
         Ok(r) => {
-            let (o, p, s) = (&r["observations"], &r["prompts"], &r["secrets"]);
-            if r["mode"] == "apply" {
+            let (o, p, s) = (r.observations, r.prompts, r.secrets);
+            if r.mode == Mode::Apply {
                 println!("redacted {s} secrets in {o} observations and {p} prompts");
             } else if s == 0 {
                 println!("nothing stored matches the current rules");

@@ -1,5 +1,9 @@
-//! Queries to the daemon for the CLI and the MCP server: JSON in, JSON out, with the daemon
-//! started on demand and errors that say what to do.
+//! The one way the CLI, the MCP server and `nmemctl` call the daemon: typed requests and
+//! replies ([`nmem_proto::query`], [`nmem_proto::admin`], [`nmem_proto::wire`]), the daemon
+//! started on demand where the caller wants that, and errors that say whether the daemon is
+//! down, slow or refused, and what to do. (`nmem record` keeps its own std-only call in
+//! `record.rs`: it is the hook's hot path and spools on any failure; `nmem import` holds one
+//! kept-alive [`client::Conn`] for its batches.)
 
 use nmem_proto::paths::Paths;
 use nmem_proto::{client, wire};
@@ -7,20 +11,36 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::time::{Duration, Instant};
 
+/// The CLI's and the MCP server's deadline for one query.
 const DEADLINE: Duration = Duration::from_secs(30);
 
 #[derive(Debug)]
 pub enum CallError {
-    /// The daemon is not there and could not be started.
-    Unavailable(String),
-    /// The daemon answered with an error (`code`, `message`).
-    Api { code: String, message: String },
+    /// No daemon answers on the socket (nothing listens, or it refused the connection), and
+    /// none could be started where that was asked.
+    Down(String),
+    /// A daemon is there (it holds its lock, or accepted the connection) but did not answer in
+    /// time: stopped, hung, or busy past the deadline.
+    Slow(String),
+    /// The socket belongs to another user's process: nothing was sent.
+    Refused(String),
+    /// The daemon answered with an error (`code`, `message`; the HTTP status).
+    Api {
+        status: u16,
+        code: String,
+        message: String,
+    },
+    /// The daemon's reply could not be read (another version?).
+    BadReply(String),
 }
 
 impl std::fmt::Display for CallError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            CallError::Unavailable(m) => f.write_str(m),
+            CallError::Down(m)
+            | CallError::Slow(m)
+            | CallError::Refused(m)
+            | CallError::BadReply(m) => f.write_str(m),
             CallError::Api { message, .. } => f.write_str(message),
         }
     }
@@ -63,64 +83,133 @@ pub fn not_answering(pid: i32) -> String {
     )
 }
 
-/// POST `body` to `path` and decode the reply.
-pub fn post<B: Serialize, R: DeserializeOwned>(path: &str, body: &B) -> Result<R, CallError> {
-    let paths = Paths::from_env();
-    let bytes = serde_json::to_vec(body).expect("request serialises");
-    // A hung daemon accepts connections (the kernel does) but never replies: a bounded probe
-    // first, so the caller hears so in about a second instead of after the query's deadline.
-    if let Err(e) = client::call(&paths.socket, "GET", wire::PATH_HEALTH, &[], b"", PROBE) {
-        if !matches!(
-            e.kind(),
-            std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused
-        ) {
-            return Err(CallError::Unavailable(match lock_owner(&paths) {
-                Some(pid) => not_answering(pid),
-                None => format!("nmemd does not answer ({e}); see `nmemctl status`"),
-            }));
+/// How a call behaves around the exchange itself.
+#[derive(Debug, Clone, Copy)]
+pub struct Options {
+    /// The whole exchange's deadline.
+    pub deadline: Duration,
+    /// Start the daemon when nothing listens (unless `NMEM_NO_AUTOSTART=1`).
+    pub autostart: bool,
+    /// Ask `/v1/health` first, within [`PROBE`]: a hung daemon accepts connections (the kernel
+    /// does) but never replies, and the caller should hear so in about a second rather than
+    /// after a long deadline.
+    pub probe: bool,
+}
+
+impl Options {
+    /// The CLI's and the MCP server's queries: probed, started on demand, 30 s.
+    pub const QUERY: Options = Options {
+        deadline: DEADLINE,
+        autostart: true,
+        probe: true,
+    };
+
+    /// `nmemctl`: a person is waiting; nothing is started behind their back.
+    pub fn ctl(deadline: Duration) -> Options {
+        Options {
+            deadline,
+            autostart: false,
+            probe: true,
         }
     }
-    let reply = match client::call(&paths.socket, "POST", path, &[], &bytes, DEADLINE) {
+}
+
+/// POST `body` to `path` and decode the reply, with [`Options::QUERY`].
+pub fn post<B: Serialize, R: DeserializeOwned>(path: &str, body: &B) -> Result<R, CallError> {
+    call("POST", path, Some(body), Options::QUERY)
+}
+
+/// One typed exchange with the daemon: `body` (none for a GET) serialised as JSON, the reply
+/// decoded as `R`, an error reply as [`CallError::Api`].
+pub fn call<B: Serialize, R: DeserializeOwned>(
+    method: &str,
+    path: &str,
+    body: Option<&B>,
+    opts: Options,
+) -> Result<R, CallError> {
+    call_at(&Paths::from_env(), method, path, body, opts)
+}
+
+/// [`call`] with the daemon's files at `paths`.
+pub fn call_at<B: Serialize, R: DeserializeOwned>(
+    paths: &Paths,
+    method: &str,
+    path: &str,
+    body: Option<&B>,
+    opts: Options,
+) -> Result<R, CallError> {
+    let bytes = match body {
+        Some(b) => serde_json::to_vec(b).expect("request serialises"),
+        None => Vec::new(),
+    };
+    if opts.probe && path != wire::PATH_HEALTH {
+        if let Err(e) = client::call(&paths.socket, "GET", wire::PATH_HEALTH, &[], b"", PROBE) {
+            if !is_down(&e) {
+                return Err(classify(paths, &e));
+            }
+        }
+    }
+    let exchange = || client::call(&paths.socket, method, path, &[], &bytes, opts.deadline);
+    let reply = match exchange() {
         Ok(r) => r,
-        Err(e)
-            if matches!(
-                e.kind(),
-                std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused
-            ) =>
-        {
-            start_and_wait(&paths)?;
-            client::call(&paths.socket, "POST", path, &[], &bytes, DEADLINE)
-                .map_err(|e| unavailable(&paths, &e.to_string()))?
+        Err(e) if is_down(&e) && opts.autostart => {
+            start_and_wait(paths)?;
+            exchange().map_err(|e| classify(paths, &e))?
         }
-        // Someone else's process on the socket (see `client::peer_uid`): say so, start nothing.
-        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
-            return Err(CallError::Unavailable(e.to_string()))
-        }
-        Err(e) => {
-            return Err(match lock_owner(&paths) {
-                Some(pid) => CallError::Unavailable(not_answering(pid)),
-                None => unavailable(&paths, &e.to_string()),
-            })
-        }
+        Err(e) => return Err(classify(paths, &e)),
     };
     if reply.status == 200 {
-        return serde_json::from_slice(&reply.body)
-            .map_err(|e| CallError::Unavailable(format!("nmemd sent a reply this client cannot read ({e}); is it the same version? See `nmemctl status`")));
+        return serde_json::from_slice(&reply.body).map_err(|e| {
+            CallError::BadReply(format!(
+                "nmemd sent a reply this client cannot read ({e}); is it the same version? See `nmemctl status`"
+            ))
+        });
     }
-    match serde_json::from_slice::<wire::ErrorBody>(&reply.body) {
-        Ok(e) => Err(CallError::Api {
-            code: e.code,
-            message: e.message,
+    Err(
+        match serde_json::from_slice::<wire::ErrorBody>(&reply.body) {
+            Ok(e) => CallError::Api {
+                status: reply.status,
+                code: e.code,
+                message: e.message,
+            },
+            Err(_) => CallError::Api {
+                status: reply.status,
+                code: wire::code::INTERNAL.into(),
+                message: format!("nmemd answered HTTP {}", reply.status),
+            },
+        },
+    )
+}
+
+/// Nothing listens: no socket file, or nobody accepts on it.
+fn is_down(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused
+    )
+}
+
+/// What a failed exchange means for the caller.
+fn classify(paths: &Paths, e: &std::io::Error) -> CallError {
+    use std::io::ErrorKind;
+    match e.kind() {
+        // Someone else's process on the socket (see `client::peer_uid`): say so, start nothing.
+        ErrorKind::PermissionDenied => CallError::Refused(e.to_string()),
+        _ if is_down(e) => unavailable(paths, &e.to_string()),
+        // A full accept backlog (the non-blocking connect's EAGAIN) or a deadline: it is there.
+        ErrorKind::TimedOut | ErrorKind::WouldBlock => CallError::Slow(match lock_owner(paths) {
+            Some(pid) => not_answering(pid),
+            None => format!("nmemd does not answer in time ({e}); see `nmemctl status`"),
         }),
-        Err(_) => Err(CallError::Api {
-            code: "internal".into(),
-            message: format!("nmemd answered HTTP {}", reply.status),
-        }),
+        _ => match lock_owner(paths) {
+            Some(pid) => CallError::Slow(not_answering(pid)),
+            None => unavailable(paths, &e.to_string()),
+        },
     }
 }
 
 fn unavailable(paths: &Paths, why: &str) -> CallError {
-    CallError::Unavailable(format!(
+    CallError::Down(format!(
         "nmemd is not running ({why}). Start it with `nmemd` (or `nmemctl start` where a service is installed); socket: {}",
         paths.socket.display()
     ))
@@ -167,4 +256,47 @@ fn start_and_wait(paths: &Paths) -> Result<(), CallError> {
         paths,
         "it did not come up within 5 s; see its log",
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts() -> Options {
+        Options {
+            deadline: Duration::from_secs(2),
+            autostart: false,
+            probe: true,
+        }
+    }
+
+    #[test]
+    fn nothing_listening_is_down_and_says_how_to_start_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let paths = Paths::under(dir.path());
+        let e = call_at::<(), wire::Health>(&paths, "GET", wire::PATH_HEALTH, None, opts())
+            .unwrap_err();
+        assert!(matches!(e, CallError::Down(_)), "{e:?}");
+        assert!(e.to_string().contains("Start it"), "{e}");
+    }
+
+    /// A socket that accepts (the kernel's backlog) but never answers: a hung daemon. The
+    /// probe names it within about a second, not after the call's deadline.
+    #[test]
+    fn a_silent_listener_is_slow_not_down() {
+        let dir = tempfile::tempdir().unwrap();
+        let paths = Paths::under(dir.path());
+        std::fs::create_dir_all(paths.socket.parent().unwrap()).unwrap();
+        let _listener = std::os::unix::net::UnixListener::bind(&paths.socket).unwrap();
+        let long = Options {
+            deadline: Duration::from_secs(60),
+            ..opts()
+        };
+        let start = Instant::now();
+        let e = call_at::<_, wire::Health>(&paths, "POST", wire::PATH_MAINTAIN, Some(&()), long)
+            .unwrap_err();
+        assert!(matches!(e, CallError::Slow(_)), "{e:?}");
+        // The deadline that matters is the probe's: fail well before the call's 60 s.
+        assert!(start.elapsed() < Duration::from_secs(30), "{e}");
+    }
 }

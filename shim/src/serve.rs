@@ -48,22 +48,10 @@ fn file_uri_path(uri: &str) -> Option<String> {
         Some(i) if &rest[..i] == "localhost" => &rest[i..],
         _ => return None,
     };
-    let bytes = path.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' && i + 2 < bytes.len() {
-            let hex = |c: u8| (c as char).to_digit(16);
-            if let (Some(h), Some(l)) = (hex(bytes[i + 1]), hex(bytes[i + 2])) {
-                out.push((h * 16 + l) as u8);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    String::from_utf8(out).ok()
+    percent_encoding::percent_decode_str(path)
+        .decode_utf8()
+        .ok()
+        .map(|p| p.into_owned())
 }
 
 impl Nmem {
@@ -228,12 +216,10 @@ async fn call<B: Serialize + Send + 'static>(
         Ok(v) => CallToolResult::success(vec![Content::text(
             serde_json::to_string_pretty(&v).unwrap_or_default(),
         )]),
-        Err(CallError::Api { code, message }) => {
+        Err(CallError::Api { code, message, .. }) => {
             CallToolResult::error(vec![Content::text(format!("{message} ({code})"))])
         }
-        Err(e @ CallError::Unavailable(_)) => {
-            CallToolResult::error(vec![Content::text(e.to_string())])
-        }
+        Err(e) => CallToolResult::error(vec![Content::text(e.to_string())]),
     })
 }
 
@@ -586,6 +572,8 @@ mod tests {
         );
         assert_eq!(f("file://localhost/srv/x").as_deref(), Some("/srv/x"));
         assert_eq!(f("file:///a/%zz%").as_deref(), Some("/a/%zz%"));
+        // An escape at the very end is decoded too (the hand-rolled loop stopped one short).
+        assert_eq!(f("file:///srv/b%41").as_deref(), Some("/srv/bA"));
         assert_eq!(f("https://example.com/x"), None);
         assert_eq!(f("file://otherhost/x"), None);
     }

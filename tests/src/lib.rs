@@ -198,17 +198,23 @@ static SEQ: AtomicU32 = AtomicU32::new(0);
 pub struct Home {
     pub dir: PathBuf,
     pub paths: Paths,
+    tmp: Option<tempfile::TempDir>,
 }
 
 impl Home {
     pub fn new(tag: &str) -> Home {
-        let n = SEQ.fetch_add(1, Ordering::Relaxed);
-        // Short: a Unix socket path must fit in 108 bytes.
-        let dir = std::env::temp_dir().join(format!("nmem-{tag}-{}-{n}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        // Short: a Unix socket path must fit in 108 bytes (tempfile adds 6 random characters).
+        let tmp = tempfile::Builder::new()
+            .prefix(&format!("nmem-{tag}-"))
+            .tempdir()
+            .expect("a temporary NMEM_HOME");
+        let dir = tmp.path().to_path_buf();
         let paths = Paths::under(&dir);
-        Home { dir, paths }
+        Home {
+            dir,
+            paths,
+            tmp: Some(tmp),
+        }
     }
 
     /// A command for one of the binaries, with this home and without autostart.
@@ -300,8 +306,11 @@ impl Home {
 
 impl Drop for Home {
     fn drop(&mut self) {
-        if !std::thread::panicking() {
-            let _ = std::fs::remove_dir_all(&self.dir);
+        if std::thread::panicking() {
+            // Kept for inspection: the test's output names it.
+            if let Some(t) = self.tmp.take() {
+                let _ = t.keep();
+            }
         }
     }
 }

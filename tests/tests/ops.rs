@@ -603,3 +603,65 @@ fn a_read_only_database_folder_is_named_and_hooks_keep_exiting_0() {
     // What was stored before is still readable.
     assert_eq!(s["observations"], 1, "{s}");
 }
+
+/// The operator routes are typed on both sides (`nmem_proto::admin`): a filter `nmemctl` sends
+/// is the filter the daemon applies. Were the type's field renamed on one side only, the daemon
+/// would see no filter and sweep every type; a request with a field it does not know is refused
+/// and changes nothing.
+#[test]
+fn retention_and_purge_by_type_touch_only_that_type() {
+    let home = Home::new("rettype");
+    std::fs::write(&home.paths.config, "[retention]\nsweep = false\n").unwrap();
+    let _d = home.start();
+    for n in 0..5 {
+        record_at(&home, n, 30, &read_event(n)); // file_read
+        record_at(&home, 100 + n, 30, &bash_event("rettype", n)); // command
+    }
+    let types = |home: &Home| {
+        (
+            home.count("SELECT COUNT(*) FROM observations WHERE obs_type = 'file_read'"),
+            home.count("SELECT COUNT(*) FROM observations WHERE obs_type = 'command'"),
+        )
+    };
+    assert_eq!(types(&home), (5, 5));
+
+    // A misspelt filter over the raw API: a 400 naming the field, nothing deleted.
+    let raw = nmem_proto::client::call(
+        &home.paths.socket,
+        "POST",
+        nmem_proto::wire::PATH_RETENTION,
+        &[],
+        br#"{"max_age_days": 0, "obs_typ": "command", "apply": true}"#,
+        Duration::from_secs(30),
+    )
+    .unwrap();
+    assert_eq!(raw.status, 400, "{}", String::from_utf8_lossy(&raw.body));
+    assert!(String::from_utf8_lossy(&raw.body).contains("obs_typ"));
+    assert_eq!(types(&home), (5, 5), "a refused request deletes nothing");
+
+    let out = ctl(
+        &home,
+        &[
+            "retention",
+            "--max-age-days",
+            "0",
+            "--type",
+            "command",
+            "--apply",
+            "--json",
+        ],
+    );
+    assert!(out.status.success(), "{out:?}");
+    let r: nmem_proto::admin::DeletionReport = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r.mode, nmem_proto::admin::Mode::Apply);
+    assert_eq!((r.deleted_observations, r.deleted_prompts), (5, 0), "{r:?}");
+    assert_eq!(types(&home), (5, 0), "only commands are swept");
+
+    let dry = ctl(&home, &["purge", "--type", "file_read", "--json"]);
+    let r: nmem_proto::admin::DeletionReport = serde_json::from_slice(&dry.stdout).unwrap();
+    assert_eq!(
+        (r.mode, r.total_candidates),
+        (nmem_proto::admin::Mode::DryRun, 5)
+    );
+    assert_eq!(types(&home), (5, 0), "a dry run deletes nothing");
+}

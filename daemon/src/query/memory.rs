@@ -74,7 +74,7 @@ pub async fn save(app: &App, req: SaveRequest) -> Result<Saved, QueryError> {
         event: Event::ToolUse,
         event_name: "save_memory".into(),
         record: Record::Observation(Obs {
-            obs_type: "memory",
+            obs_type: nmem_proto::obs::ObsType::Memory.name(),
             content,
             metadata,
             tool_name: Some("save_memory".into()),

@@ -185,7 +185,13 @@ fn main() -> ExitCode {
             apply,
             json,
         } => nmem_shim::ctl::retention(
-            serde_json::json!({"max_age_days": max_age_days, "max_per_project": max_per_project, "obs_type": obs_type, "project": project, "apply": apply}),
+            nmem_proto::admin::RetentionRequest {
+                max_age_days,
+                max_per_project,
+                obs_type,
+                project,
+                apply,
+            },
             json,
         ),
         Command::Purge {
@@ -198,7 +204,15 @@ fn main() -> ExitCode {
             yes,
             json,
         } => nmem_shim::ctl::purge(
-            serde_json::json!({"project": project, "session": session, "obs_type": obs_type, "before": before, "after": after, "search": search, "apply": yes}),
+            nmem_proto::admin::PurgeRequest {
+                project,
+                session,
+                obs_type,
+                before: before.map(nmem_proto::query::When::Text),
+                after: after.map(nmem_proto::query::When::Text),
+                search,
+                apply: yes,
+            },
             json,
         ),
     }

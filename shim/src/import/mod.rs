@@ -453,6 +453,15 @@ pub fn run(opts: Options) -> ExitCode {
     let mut done_bytes = 0;
     let start = Instant::now();
     let tty = std::io::stderr().is_terminal();
+    // On a terminal, one bar redrawn in place; otherwise (a log, a CI run) plain lines.
+    let bar = tty.then(|| {
+        let b = indicatif::ProgressBar::new(total_bytes.max(1));
+        b.set_style(
+            indicatif::ProgressStyle::with_template("[{percent:>3}%] {wide_msg} ETA {eta}")
+                .expect("a valid template"),
+        );
+        b
+    });
     let mut failed = None;
     let gemini_roots = gemini::Roots::discover();
     let live = LiveSince::open(&paths.db);
@@ -484,7 +493,7 @@ pub fn run(opts: Options) -> ExitCode {
         }
         done_bytes += std::fs::metadata(f).map(|m| m.len()).unwrap_or(0);
         progress(
-            tty,
+            bar.as_ref(),
             i + 1,
             files.len(),
             done_bytes,
@@ -493,8 +502,8 @@ pub fn run(opts: Options) -> ExitCode {
             &counts,
         );
     }
-    if tty {
-        eprintln!();
+    if let Some(b) = &bar {
+        b.finish();
     }
     let secs = start.elapsed().as_secs_f64();
     println!("{}", summary(&counts, opts.dry_run, opts.json, secs));
@@ -630,30 +639,47 @@ pub fn offer(import: bool) -> ExitCode {
     })
 }
 
-fn progress(tty: bool, i: usize, n: usize, done: u64, total: u64, start: Instant, c: &Counts) {
-    let frac = if total > 0 {
-        done as f64 / total as f64
-    } else {
-        i as f64 / n as f64
-    };
-    let elapsed = start.elapsed().as_secs_f64();
-    let eta = if frac > 0.0 {
-        elapsed / frac - elapsed
-    } else {
-        0.0
-    };
-    let line = format!(
-        "[{:>3.0}%] {i}/{n} files, {} events, {} stored, ETA {:.0} s",
-        frac * 100.0,
+fn progress(
+    bar: Option<&indicatif::ProgressBar>,
+    i: usize,
+    n: usize,
+    done: u64,
+    total: u64,
+    start: Instant,
+    c: &Counts,
+) {
+    let files = format!(
+        "{i}/{n} files, {} events, {} stored",
         c.events.load(Relaxed),
-        c.stored.load(Relaxed),
-        eta.max(0.0)
+        c.stored.load(Relaxed)
     );
-    if tty {
-        eprint!("\r{line}   ");
-        let _ = std::io::stderr().flush();
-    } else if i == n || i.is_multiple_of(50) {
-        eprintln!("{line}");
+    if let Some(bar) = bar {
+        // Bytes when the files have a size, else files.
+        bar.set_position(if total > 0 {
+            done
+        } else {
+            (i as u64 * bar.length().unwrap_or(1)) / n.max(1) as u64
+        });
+        bar.set_message(files);
+        return;
+    }
+    if i == n || i.is_multiple_of(50) {
+        let frac = if total > 0 {
+            done as f64 / total as f64
+        } else {
+            i as f64 / n as f64
+        };
+        let elapsed = start.elapsed().as_secs_f64();
+        let eta = if frac > 0.0 {
+            elapsed / frac - elapsed
+        } else {
+            0.0
+        };
+        eprintln!(
+            "[{:>3.0}%] {files}, ETA {:.0} s",
+            frac * 100.0,
+            eta.max(0.0)
+        );
     }
 }
 
@@ -665,20 +691,23 @@ const BATCH: usize = 2_000;
 /// workers and the writer commits it in large groups.
 fn send(conn: &mut client::Conn, events: Vec<Synth>, counts: &Counts) -> Result<(), String> {
     let mut body = Vec::with_capacity(64 * 1024);
-    for chunk in events.chunks(BATCH) {
+    let mut events = events.into_iter().peekable();
+    while events.peek().is_some() {
         body.clear();
-        for e in chunk {
-            let head = serde_json::json!({
-                "event_id": e.id,
-                "received_at": e.at,
-                "harness": e.harness,
-            })
-            .to_string();
-            // `{…head…, "payload": <raw payload>}`: the payload is already JSON.
-            body.extend_from_slice(&head.as_bytes()[..head.len() - 1]);
-            body.extend_from_slice(b",\"payload\":");
-            body.extend_from_slice(&e.payload);
-            body.extend_from_slice(b"}\n");
+        for e in events.by_ref().take(BATCH) {
+            // The payload is already JSON (the importer serialised it): sent as it is.
+            let payload = String::from_utf8(e.payload)
+                .ok()
+                .and_then(|p| serde_json::value::RawValue::from_string(p).ok())
+                .ok_or_else(|| format!("event {} is not JSON (a bug in the importer)", e.id))?;
+            let line = wire::BatchEvent {
+                event_id: e.id,
+                received_at: e.at,
+                harness: e.harness.to_string(),
+                payload,
+            };
+            serde_json::to_writer(&mut body, &line).map_err(|e| e.to_string())?;
+            body.push(b'\n');
         }
         let r = conn
             .request(
