@@ -4,9 +4,10 @@
 //! The runs are interleaved: each round runs `/bin/true` and then every variant once, so a
 //! machine that slows down or speeds up during the run (the 2-core VM is shared) moves every
 //! figure alike, and each ratio is a median over the same stretch of time as `/bin/true`'s.
-//! Three phases: the daemon up (3 KB PostToolUse, ack after commit), SessionStart with its digest
-//! (only with `--home DIR`, a database `nmem-bench --fill DIR` built), and the daemon down
-//! (spool). The daemon is this build's `nmemd` for every variant: only the hook binary differs.
+//! Phases: the process alone (`record --help`), the payload read and parsed (recording paused),
+//! the daemon up (3 KB PostToolUse, ack after commit), SessionStart with its digest (only with
+//! `--home DIR`, a database `nmem-bench --fill DIR` built), and the daemon down (spool); the
+//! differences between them say where the hook's time goes. The daemon is this build's `nmemd` for every variant: only the hook binary differs.
 
 use crate::{bash_payload, ms, pct, start_daemon};
 use std::io::Write;
@@ -178,6 +179,28 @@ pub fn run(
     std::fs::create_dir_all(&home)?;
     let payload_len = bash_payload(0).len();
     println!("{runs} interleaved rounds; payload {payload_len} bytes (PostToolUse Bash)\n");
+
+    // Where the time goes, by difference: the process alone (`record --help`: start, print to
+    // /dev/null, exit), then with the payload read and parsed (`nmemctl pause`: the hook stops
+    // after one stat), then the whole exchange with the daemon, then spooling.
+    let (t_true, t) = interleaved(runs, &variants, |v, _| {
+        let mut c = record(&v.nmem, &home);
+        c.arg("--help");
+        (c, Vec::new())
+    });
+    print("nmem record --help (process start)", &variants, &t_true, &t);
+    let paused = home.join("paused-home");
+    std::fs::create_dir_all(&paused)?;
+    std::fs::write(nmem_proto::paths::Paths::under(&paused).paused_flag(), b"")?;
+    let (t_true, t) = interleaved(runs, &variants, |v, n| {
+        (record(&v.nmem, &paused), bash_payload(3_000_000 + n))
+    });
+    print(
+        "nmem record, paused (start, read, parse)",
+        &variants,
+        &t_true,
+        &t,
+    );
 
     let mut daemon = start_daemon(bins, &home)?;
     let (t_true, t) = interleaved(runs, &variants, |v, n| {

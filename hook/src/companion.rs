@@ -30,8 +30,9 @@ pub fn path(argv0: Option<&OsString>) -> PathBuf {
 }
 
 /// Replace this process by `nmem-cli` with the same arguments. Returns only when that failed:
-/// the message says what to do, and the status is 127 (the shell's "command not found").
-pub fn exec(args: &[OsString]) -> std::process::ExitCode {
+/// the message says what to do, and the status (returned) is 127, the shell's "command not
+/// found".
+pub fn exec(args: &[OsString]) -> i32 {
     let target = path(args.first());
     let mut cmd = std::process::Command::new(&target);
     if let Some(a0) = args.first() {
@@ -43,5 +44,5 @@ pub fn exec(args: &[OsString]) -> std::process::ExitCode {
          which must be installed next to `nmem`; reinstall both (scripts/install)",
         target.display()
     );
-    std::process::ExitCode::from(127)
+    127
 }
