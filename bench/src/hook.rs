@@ -73,6 +73,8 @@ fn time_one(mut cmd: Command, body: Option<&[u8]>) -> Sample {
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
     unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut ru) };
     let wall = start.elapsed();
+    // Already reaped by wait4: this returns ECHILD at once, and tells std the child is done.
+    let _ = child.try_wait();
     let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
     Sample {
         wall,
@@ -220,6 +222,35 @@ pub fn run(
             (record(&v.nmem, dir), session_start(n, &v.name))
         });
         print("SessionStart with digest", &variants, &t_true, &t);
+        // The same, each right after a user prompt in the project (through the API, untimed):
+        // the cached digest is invalid, so it is computed fresh, as every SessionStart was
+        // before the cache.
+        let socket = nmem_proto::paths::Paths::under(dir).socket;
+        let (t_true, t) = interleaved(runs, &variants[..1], |v, n| {
+            let body = serde_json::json!({
+                "session_id": format!("bench-hook-miss-{n}"),
+                "cwd": "/home/dev/projects/acme-api",
+                "hook_event_name": "UserPromptSubmit",
+                "prompt": format!("Look at the invoice export again ({n})")
+            })
+            .to_string();
+            let id = format!("hookmiss{n:024}");
+            let _ = nmem_proto::client::call(
+                &socket,
+                "POST",
+                nmem_proto::wire::PATH_EVENTS,
+                &[(nmem_proto::wire::H_EVENT_ID, &id)],
+                body.as_bytes(),
+                Duration::from_secs(10),
+            );
+            (record(&v.nmem, dir), session_start(n, "miss"))
+        });
+        print(
+            "SessionStart with digest, after a write (fresh)",
+            &variants[..1],
+            &t_true,
+            &t,
+        );
         daemon.stop()?;
     }
 
