@@ -273,6 +273,8 @@ pub async fn warm_loop(app: Arc<App>, mut shutdown: tokio::sync::watch::Receiver
             match app.readers.run(move |c| c2.warm(c, &e2)).await {
                 Ok(n) if n >= WARM_BATCH => continue,
                 Ok(_) => break,
+                // At shutdown the readers refuse work: nothing to report.
+                Err(_) if *shutdown.borrow() => return,
                 Err(e) => {
                     tracing::warn!(
                         "precomputing digests failed (they are computed on demand): {e}"
