@@ -1,7 +1,8 @@
 //! `nmem-bench --hook`: the hook's cost next to `/bin/true`, for this build's `nmem` and for other
 //! builds of it (`--against NAME=PATH`, e.g. the binaries of main), in the same run.
 //!
-//! The runs are interleaved: each round runs `/bin/true` and then every variant once, so a
+//! The runs are interleaved: each round runs `/bin/true` and then every variant once (starting
+//! with the next one each round), so a
 //! machine that slows down or speeds up during the run (the 2-core VM is shared) moves every
 //! figure alike, and each ratio is a median over the same stretch of time as `/bin/true`'s.
 //! Phases: the process alone (`record --help`), the payload read and parsed (recording paused),
@@ -101,8 +102,12 @@ fn interleaved(
     let mut t = vec![Vec::with_capacity(runs); variants.len()];
     for n in 0..runs {
         t_true.push(time_one(Command::new("/bin/true"), None));
-        for (i, v) in variants.iter().enumerate() {
-            let (cmd, body) = make(v, n);
+        // Each round starts with the next variant: the daemon's work after one run (indexing
+        // the rows just committed, 20 ms after the queue empties) must not always land on the
+        // same variant.
+        for k in 0..variants.len() {
+            let i = (n + k) % variants.len();
+            let (cmd, body) = make(&variants[i], n);
             t[i].push(time_one(cmd, Some(&body)));
         }
     }
