@@ -21,6 +21,8 @@ pub struct App {
     pub readers: Readers,
     pub semantic: Arc<crate::semantic::Semantic>,
     pub stats: Arc<Stats>,
+    /// The SessionStart digests, precomputed or kept, under their change counters.
+    pub digests: Arc<crate::context::DigestCache>,
     pub started: Instant,
     /// Problems a person must fix, each saying how (bad config patterns, …).
     pub warnings: Vec<String>,
@@ -78,6 +80,7 @@ impl App {
             )),
             writer,
             stats,
+            digests: Default::default(),
             started: Instant::now(),
             warnings,
             paths,

@@ -23,6 +23,7 @@ use crate::ingest::Project;
 use nmem_proto::harness::Harness;
 use rusqlite::{params, Connection, OptionalExtension};
 use std::fmt::Write as _;
+use std::sync::Arc;
 
 /// Limits of the digest.
 #[derive(Debug, Clone, Copy)]
@@ -51,7 +52,11 @@ pub async fn session_start_output(
     if app.ingest.excluded.contains(&project.name) {
         return None;
     }
-    let (project, session, source) = (project.clone(), session_id.to_string(), source.to_string());
+    let (name, session, src) = (
+        project.name.clone(),
+        session_id.to_string(),
+        source.to_string(),
+    );
     let limits = DigestLimits {
         max_lines: app.config.digest.max_lines.max(5),
         max_chars: app
@@ -60,13 +65,19 @@ pub async fn session_start_output(
             .max_chars
             .clamp(500, DigestLimits::default().max_chars),
     };
-    let text = app
+    let cache = app.digests.clone();
+    let data = app
         .readers
-        .run(move |c| digest(c, &project, &session, &source, limits, nmem_proto::now_ms()))
+        .run(move |c| {
+            if cacheable(&src) {
+                cache.startup_data(c, &name)
+            } else {
+                gather(c, &name, &session, &src).map(Arc::new)
+            }
+        })
         .await;
-    let text = match text {
-        Ok(Some(t)) => t,
-        Ok(None) => return None,
+    let text = match data {
+        Ok(d) => render(&d, project, source, limits, nmem_proto::now_ms())?,
         Err(e) => {
             app.stats.error(format!("SessionStart digest failed: {e}"));
             return None;
@@ -80,6 +91,199 @@ pub async fn session_start_output(
         }),
     };
     Some(out.to_string())
+}
+
+/// The change counters of a project's startup digest (migration 008), read in the snapshot the
+/// digest is read in: while they are unchanged, the digest's queries return the same rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Generation {
+    project: i64,
+    all: i64,
+}
+
+/// The counters of `project` in `c`'s current snapshot.
+pub fn generation(c: &Connection, project: &str) -> rusqlite::Result<Generation> {
+    let project_gen = c
+        .prepare_cached("SELECT n FROM digest_gen WHERE project = ?1")?
+        .query_row([project], |r| r.get(0))
+        .optional()?
+        .unwrap_or(0);
+    let all = c
+        .prepare_cached("SELECT n FROM digest_gen_all WHERE id = 1")?
+        .query_row([], |r| r.get(0))
+        .optional()?
+        .unwrap_or(0);
+    Ok(Generation {
+        project: project_gen,
+        all,
+    })
+}
+
+/// How many projects' digests are kept; the least recently used goes first.
+const CACHED_PROJECTS: usize = 256;
+
+/// Every project's startup digest data, precomputed (by [`warm_loop`] after writes settle) or
+/// kept from its last SessionStart, each under the counters it was read at.
+///
+/// Freshness: a cached entry is used only when the project's counters, read in the same
+/// snapshot as the request, equal the entry's; the counters are bumped by triggers inside the
+/// writer's transactions, so a committed write is never missed and the digest served is always
+/// the one a fresh query would give (the text is rendered at each request, with the time then).
+/// A SessionStart's own `session_*` row bumps nothing: the digest never shows it.
+#[derive(Default)]
+pub struct DigestCache {
+    entries: std::sync::Mutex<CacheMap>,
+}
+
+#[derive(Default)]
+struct CacheMap {
+    map: std::collections::HashMap<String, Entry>,
+    tick: u64,
+}
+
+struct Entry {
+    generation: Generation,
+    data: Arc<DigestData>,
+    used: u64,
+}
+
+impl DigestCache {
+    /// The startup digest data of `project`: the cached one when its counters are unchanged in
+    /// this snapshot, else queried (and kept).
+    pub fn startup_data(&self, c: &Connection, project: &str) -> rusqlite::Result<Arc<DigestData>> {
+        // One read transaction: the counters and the rows from the same snapshot.
+        let tx = c.unchecked_transaction()?;
+        let generation = generation(&tx, project)?;
+        if let Some(data) = self.get(project, generation) {
+            return Ok(data);
+        }
+        let data = Arc::new(gather(&tx, project, "", "startup")?);
+        self.put(project, generation, data.clone());
+        Ok(data)
+    }
+
+    fn get(&self, project: &str, generation: Generation) -> Option<Arc<DigestData>> {
+        let mut m = self.entries.lock().unwrap();
+        m.tick += 1;
+        let tick = m.tick;
+        let e = m.map.get_mut(project)?;
+        if e.generation != generation {
+            return None;
+        }
+        e.used = tick;
+        Some(e.data.clone())
+    }
+
+    fn put(&self, project: &str, generation: Generation, data: Arc<DigestData>) {
+        let mut m = self.entries.lock().unwrap();
+        m.tick += 1;
+        let used = m.tick;
+        if m.map.len() >= CACHED_PROJECTS && !m.map.contains_key(project) {
+            if let Some(oldest) = m
+                .map
+                .iter()
+                .min_by_key(|(_, e)| e.used)
+                .map(|(k, _)| k.clone())
+            {
+                m.map.remove(&oldest);
+            }
+        }
+        m.map.insert(
+            project.to_string(),
+            Entry {
+                generation,
+                data,
+                used,
+            },
+        );
+    }
+
+    /// Whether `project`'s entry is there and current at `generation` (for tests and the warmer).
+    pub fn is_current(&self, project: &str, generation: Generation) -> bool {
+        let m = self.entries.lock().unwrap();
+        m.map
+            .get(project)
+            .is_some_and(|e| e.generation == generation)
+    }
+
+    /// Recompute the entries of projects written since they were read: the projects whose
+    /// counters moved (at most [`WARM_BATCH`] per pass, the most written first), cached or not,
+    /// so the next SessionStart of a project just worked in finds its digest ready. Returns how
+    /// many were recomputed.
+    pub fn warm(
+        &self,
+        c: &Connection,
+        excluded: &std::collections::HashSet<String>,
+    ) -> rusqlite::Result<usize> {
+        let tx = c.unchecked_transaction()?;
+        let all: i64 = tx
+            .prepare_cached("SELECT n FROM digest_gen_all WHERE id = 1")?
+            .query_row([], |r| r.get(0))
+            .optional()?
+            .unwrap_or(0);
+        let gens: Vec<(String, i64)> = tx
+            .prepare_cached("SELECT project, n FROM digest_gen ORDER BY n DESC")?
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<rusqlite::Result<_>>()?;
+        let mut done = 0;
+        for (project, n) in gens {
+            if done >= WARM_BATCH {
+                break;
+            }
+            let generation = Generation { project: n, all };
+            if excluded.contains(&project) || self.is_current(&project, generation) {
+                continue;
+            }
+            let data = Arc::new(gather(&tx, &project, "", "startup")?);
+            self.put(&project, generation, data);
+            done += 1;
+        }
+        Ok(done)
+    }
+}
+
+/// Projects recomputed per warming pass (each a few milliseconds at a million observations).
+const WARM_BATCH: usize = 16;
+/// Writes must have stopped this long before the warmer recomputes (debounce: an agent at work
+/// writes every few seconds; recomputing after each would cost the writer's readers for nothing).
+const WARM_QUIET_MS: u64 = 500;
+
+/// Off the hook's path: once the writes have settled, recompute the digests they changed, so a
+/// SessionStart only reads one. Checks every 250 ms whether anything was committed since.
+pub async fn warm_loop(app: Arc<App>, mut shutdown: tokio::sync::watch::Receiver<bool>) {
+    use crate::stats::Stats;
+    const EVERY: std::time::Duration = std::time::Duration::from_millis(250);
+    // Start with one pass: a daemon restarted on a big memory has its digests ready.
+    let mut seen = u64::MAX;
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(EVERY) => {}
+            _ = shutdown.changed() => return,
+        }
+        let last = Stats::get(&app.stats.last_write_ms);
+        let quiet = (nmem_proto::now_ms() as u64).saturating_sub(last) >= WARM_QUIET_MS;
+        if last == seen || !quiet || app.writer.depth() > 0 {
+            continue;
+        }
+        seen = last;
+        let (cache, excluded) = (app.digests.clone(), app.ingest.excluded.clone());
+        // Bounded: more changed projects than the cache holds would evict each other forever.
+        for _ in 0..CACHED_PROJECTS / WARM_BATCH {
+            let (c2, e2) = (cache.clone(), excluded.clone());
+            match app.readers.run(move |c| c2.warm(c, &e2)).await {
+                Ok(n) if n >= WARM_BATCH => continue,
+                Ok(_) => break,
+                // At shutdown the readers refuse work: nothing to report.
+                Err(_) if *shutdown.borrow() => return,
+                Err(e) => {
+                    tracing::warn!(
+                        "precomputing digests failed (they are computed on demand): {e}"
+                    );
+                    break;
+                }
+            }
+        }
+    }
 }
 
 /// nmem's wrapper around what it injects.
@@ -144,6 +348,58 @@ impl Lines {
     }
 }
 
+/// What the digest's queries returned: everything it shows that comes from the database.
+/// [`render`] turns it into text with the things that are not stored (the checkout, the branch,
+/// the time now), so the same data cached and rendered later reads exactly as if queried then.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct DigestData {
+    intents: Vec<Intent>,
+    files: Vec<Touched>,
+    errors: Vec<(i64, String)>,
+    git: Vec<(i64, String)>,
+    prs: Vec<(i64, String)>,
+    pinned: Vec<(i64, String)>,
+    last_actions: Vec<(i64, String, String)>,
+    others: Vec<(String, i64, String)>,
+}
+
+/// Whether a SessionStart `source` brings the recovery digest (more of everything, and the last
+/// actions before the context was lost).
+fn is_recovery(source: &str) -> bool {
+    matches!(source, "compact" | "clear")
+}
+
+/// Whether the digest for `source` depends only on the project (and so can be cached per
+/// project): not after `compact`, `clear` or `fork`, whose last actions depend on the session.
+pub fn cacheable(source: &str) -> bool {
+    !is_recovery(source) && source != "fork"
+}
+
+/// Run the digest's queries.
+pub fn gather(
+    c: &Connection,
+    project: &str,
+    session_id: &str,
+    source: &str,
+) -> rusqlite::Result<DigestData> {
+    let recovery = is_recovery(source);
+    let p = project;
+    Ok(DigestData {
+        intents: recent_intents(c, p, session_id, if recovery { 12 } else { 8 })?,
+        files: files_touched(c, p, if recovery { 12 } else { 8 })?,
+        errors: recent_errors(c, p, if recovery { 5 } else { 3 })?,
+        git: git_history(c, p, if recovery { 8 } else { 5 })?,
+        prs: pull_requests(c, p, 3)?,
+        pinned: pinned(c, p, 5)?,
+        last_actions: if recovery || source == "fork" {
+            last_actions(c, p, session_id, source, 10)?
+        } else {
+            Vec::new()
+        },
+        others: other_projects(c, p, 3)?,
+    })
+}
+
 /// Build the digest. `now` is passed in so the text is reproducible in tests.
 pub fn digest(
     c: &Connection,
@@ -153,7 +409,19 @@ pub fn digest(
     limits: DigestLimits,
     now: i64,
 ) -> rusqlite::Result<Option<String>> {
-    let recovery = matches!(source, "compact" | "clear");
+    let data = gather(c, &project.name, session_id, source)?;
+    Ok(render(&data, project, source, limits, now))
+}
+
+/// The digest's text from its data.
+pub fn render(
+    data: &DigestData,
+    project: &Project,
+    source: &str,
+    limits: DigestLimits,
+    now: i64,
+) -> Option<String> {
+    let recovery = is_recovery(source);
     let p = project.name.as_str();
     let mut l = Lines {
         out: String::new(),
@@ -161,19 +429,16 @@ pub fn digest(
         limits,
         full: false,
     };
-
-    let intents = recent_intents(c, p, session_id, if recovery { 12 } else { 8 })?;
-    let files = files_touched(c, p, if recovery { 12 } else { 8 })?;
-    let errors = recent_errors(c, p, if recovery { 5 } else { 3 })?;
-    let git = git_history(c, p, if recovery { 8 } else { 5 })?;
-    let prs = pull_requests(c, p, 3)?;
-    let pinned = pinned(c, p, 5)?;
-    let last_actions = if recovery || source == "fork" {
-        last_actions(c, p, session_id, source, 10)?
-    } else {
-        Vec::new()
-    };
-    let others = other_projects(c, p, 3)?;
+    let DigestData {
+        intents,
+        files,
+        errors,
+        git,
+        prs,
+        pinned,
+        last_actions,
+        others,
+    } = data;
     if intents.is_empty()
         && files.is_empty()
         && errors.is_empty()
@@ -183,7 +448,7 @@ pub fn digest(
         && last_actions.is_empty()
         && others.is_empty()
     {
-        return Ok(None);
+        return None;
     }
 
     // Paths are shown relative to the checkout: the worktree's, and the main one's (a worktree
@@ -218,7 +483,7 @@ pub fn digest(
     if !last_actions.is_empty() {
         l.push("");
         l.push("## Last actions before the context was lost");
-        for (t, kind, content) in &last_actions {
+        for (t, kind, content) in last_actions {
             let content = strip(content);
             l.push(&format!(
                 "- {} {kind}: {}",
@@ -230,14 +495,14 @@ pub fn digest(
     if !pinned.is_empty() {
         l.push("");
         l.push("## Pinned");
-        for (id, content) in &pinned {
+        for (id, content) in pinned {
             l.push(&format!("- #{id} {}", one_line(content, 160)));
         }
     }
     if !intents.is_empty() {
         l.push("");
         l.push("## Recent intents");
-        for i in &intents {
+        for i in intents {
             let what = if i.actions == 0 {
                 "no actions".to_string()
             } else {
@@ -253,21 +518,21 @@ pub fn digest(
     if !git.is_empty() {
         l.push("");
         l.push("## Commits and pushes");
-        for (t, line) in &git {
+        for (t, line) in git {
             l.push(&format!("- {} {line}", ago(now, *t)));
         }
     }
     if !prs.is_empty() {
         l.push("");
         l.push("## Pull requests");
-        for (t, line) in &prs {
+        for (t, line) in prs {
             l.push(&format!("- {} {line}", ago(now, *t)));
         }
     }
     if !files.is_empty() {
         l.push("");
         l.push("## Files touched");
-        for f in &files {
+        for f in files {
             let last = match &f.last {
                 Some(a) => format!("; now `{}`", one_line(a, 100)),
                 None => String::new(),
@@ -283,7 +548,7 @@ pub fn digest(
     if !errors.is_empty() {
         l.push("");
         l.push("## Recent errors");
-        for (t, content) in &errors {
+        for (t, content) in errors {
             // The command (or tool), then the line that says what failed.
             let content = strip(content);
             let text = match content.split_once('\n') {
@@ -296,7 +561,7 @@ pub fn digest(
     if !others.is_empty() {
         l.push("");
         l.push("## Elsewhere");
-        for (proj, t, text) in &others {
+        for (proj, t, text) in others {
             l.push(&format!(
                 "- [{}] {} \"{}\"",
                 one_line(proj, 60),
@@ -310,7 +575,7 @@ pub fn digest(
         out,
         "\nMore: nmem MCP tools `search` (find), `timeline` (what happened around a result), `get_observations` (full records)."
     );
-    Ok(Some(out))
+    Some(out)
 }
 
 /// Observations that are bookkeeping, not work done for an intent.
@@ -322,6 +587,7 @@ const NOT_ACTIONS: &[&str] = &[
     "subagent_end",
 ];
 
+#[derive(Debug, Clone, PartialEq, Eq)]
 struct Intent {
     t: i64,
     text: String,
@@ -384,6 +650,7 @@ fn recent_intents(
 
 /// A file touched: its path, how many edits, and the lines its latest edit added (what it holds
 /// now, which a question about a value that changed needs).
+#[derive(Debug, Clone, PartialEq, Eq)]
 struct Touched {
     path: String,
     edits: i64,
@@ -981,6 +1248,114 @@ Branch: rate-limits (worktree /home/dev/projects/acme-api-rl)
 
 More: nmem MCP tools `search` (find), `timeline` (what happened around a result), `get_observations` (full records).
 "#;
+    /// The startup digest as the cache serves it, and as fresh queries give it.
+    fn cached_and_fresh(cache: &DigestCache, c: &Connection) -> (Option<String>, Option<String>) {
+        let data = cache.startup_data(c, "acme-api").unwrap();
+        let cached = super::render(&data, &project(), "startup", DigestLimits::default(), NOW);
+        (cached, render(c, "s3", "startup"))
+    }
+
+    /// One write of the kinds that change (or must not change) what the digest shows.
+    fn write(c: &Connection, kind: u8, n: i64) {
+        let t = NOW - H + n * 1000;
+        let sql = match kind % 7 {
+            // An action in the project.
+            0 => format!("INSERT INTO observations (session_id, prompt_id, timestamp, obs_type, source_event, file_path, rel_path, content, project, harness) VALUES ('s2', 3, {t}, 'file_edit', 'PostToolUse', '/home/dev/projects/acme-api/src/f{n}.ts', 'src/f{n}.ts', 'src/f{n}.ts', 'acme-api', 'claude-code')"),
+            // A SessionStart's bookkeeping row: the digest does not show it.
+            1 => format!("INSERT INTO observations (session_id, timestamp, obs_type, source_event, content, project, harness) VALUES ('s2', {t}, 'session_start', 'SessionStart', 'startup', 'acme-api', 'claude-code')"),
+            // A pin (an update).
+            2 => "UPDATE observations SET is_pinned = 1 - is_pinned WHERE id = (SELECT max(id) FROM observations WHERE project = 'acme-api' AND obs_type NOT LIKE 'session%')".to_string(),
+            // A user prompt in another project ("Elsewhere").
+            3 => format!("INSERT INTO prompts (session_id, timestamp, source, content, project, harness) VALUES ('o1', {t}, 'user', 'Billing question {n}', 'billing', 'claude-code')"),
+            // A failure in the project.
+            4 => format!("INSERT INTO observations (session_id, prompt_id, timestamp, obs_type, source_event, content, project, harness) VALUES ('s2', 3, {t}, 'command_error', 'PostToolUseFailure', 'cargo test\nerror {n}', 'acme-api', 'claude-code')"),
+            // A deletion (retention, purge).
+            5 => "DELETE FROM observations WHERE id = (SELECT min(id) FROM observations WHERE project = 'acme-api')".to_string(),
+            // A user prompt in the project.
+            _ => format!("INSERT INTO prompts (session_id, timestamp, source, content, project, harness) VALUES ('s2', {t}, 'user', 'Next step {n}', 'acme-api', 'claude-code')"),
+        };
+        c.execute_batch(&sql).unwrap();
+    }
+
+    #[test]
+    fn the_cached_digest_is_the_fresh_one_after_every_kind_of_write() {
+        let (dir, c) = memory();
+        let cache = DigestCache::default();
+        let (cached, fresh) = cached_and_fresh(&cache, &c);
+        assert_eq!(cached, fresh);
+        assert_eq!(cached.as_deref(), Some(GOLDEN_STARTUP));
+        for kind in 0..7u8 {
+            let before = generation(&c, "acme-api").unwrap();
+            write(&c, kind, kind as i64);
+            let after = generation(&c, "acme-api").unwrap();
+            // Every write the digest shows moves the counters; a SessionStart's row does not.
+            assert_eq!(before == after, kind == 1, "write kind {kind}");
+            // The entry read before the write is served only if the write changed nothing shown.
+            assert_eq!(cache.is_current("acme-api", after), before == after);
+            let (cached, fresh) = cached_and_fresh(&cache, &c);
+            assert_eq!(cached, fresh, "after write kind {kind}");
+            assert!(cache.is_current("acme-api", after));
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_write_shows_in_the_next_digest() {
+        let (dir, c) = memory();
+        let cache = DigestCache::default();
+        let (first, _) = cached_and_fresh(&cache, &c);
+        assert!(!first.unwrap().contains("src/f77.ts"));
+        write(&c, 0, 77);
+        let (second, _) = cached_and_fresh(&cache, &c);
+        assert!(second.unwrap().contains("src/f77.ts"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn warming_precomputes_what_writes_changed() {
+        let (dir, c) = memory();
+        let cache = DigestCache::default();
+        let none = Default::default();
+        // Both projects of the memory, then nothing left to do.
+        assert_eq!(cache.warm(&c, &none).unwrap(), 2);
+        assert_eq!(cache.warm(&c, &none).unwrap(), 0);
+        assert!(cache.is_current("acme-api", generation(&c, "acme-api").unwrap()));
+        write(&c, 0, 5);
+        assert!(!cache.is_current("acme-api", generation(&c, "acme-api").unwrap()));
+        assert_eq!(cache.warm(&c, &none).unwrap(), 1);
+        assert!(cache.is_current("acme-api", generation(&c, "acme-api").unwrap()));
+        let (cached, fresh) = cached_and_fresh(&cache, &c);
+        assert_eq!(cached, fresh);
+        // An excluded project is never computed.
+        write(&c, 3, 6);
+        let excluded = ["billing".to_string()].into_iter().collect();
+        assert_eq!(cache.warm(&c, &excluded).unwrap(), 1, "acme-api only");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(24))]
+        /// Any sequence of writes, with SessionStarts read in between: what the cache serves is
+        /// always what fresh queries give.
+        #[test]
+        fn cached_equals_fresh_for_any_sequence_of_writes(
+            steps in proptest::collection::vec((0u8..7, proptest::bool::ANY), 1..24)
+        ) {
+            let (dir, c) = memory();
+            let cache = DigestCache::default();
+            for (n, (kind, read)) in steps.into_iter().enumerate() {
+                write(&c, kind, n as i64);
+                if read {
+                    let (cached, fresh) = cached_and_fresh(&cache, &c);
+                    proptest::prop_assert_eq!(cached, fresh);
+                }
+            }
+            let (cached, fresh) = cached_and_fresh(&cache, &c);
+            proptest::prop_assert_eq!(cached, fresh);
+            std::fs::remove_dir_all(&dir).unwrap();
+        }
+    }
+
     const GOLDEN_STARTUP: &str = r#"# nmem memory: acme-api
 
 ## Pinned

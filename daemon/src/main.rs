@@ -232,6 +232,11 @@ fn run() -> anyhow::Result<()> {
         let listener = tokio::net::UnixListener::from_std(bound.listener)?;
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let drainer = tokio::spawn(spool::run(app.clone(), stop_rx.clone()));
+        // SessionStart digests precomputed once writes settle, off the hook's path.
+        let warmer = tokio::spawn(nmem_daemon::context::warm_loop(
+            app.clone(),
+            stop_rx.clone(),
+        ));
         let maintainer = tokio::spawn(nmem_daemon::maintain::idle_loop(app.clone(), stop_rx));
         // Semantic search: the installed model, and the thread that embeds what waits.
         if let Err(e) = app.semantic.activate(&app.writer).await {
@@ -254,6 +259,7 @@ fn run() -> anyhow::Result<()> {
         let _ = stop_tx.send(true);
         let _ = drainer.await;
         let _ = maintainer.await;
+        let _ = warmer.await;
         app.semantic.stop();
         let _ = tokio::task::spawn_blocking(move || embedder.join()).await;
         app.writer.shutdown().await;

@@ -116,7 +116,7 @@ fn run(opts: Options, install: bool) -> ExitCode {
         eprintln!("nmem: HOME is not set, so there is no harness configuration to change");
         return ExitCode::from(2);
     };
-    let nmem = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("nmem"));
+    let nmem = hook_binary(std::env::current_exe().unwrap_or_else(|_| PathBuf::from("nmem")));
     let mut cx = Ctx {
         home,
         nmem,
@@ -241,6 +241,22 @@ pub fn is_ours(cmd: &str) -> bool {
         which(exe)
     };
     path.is_some_and(|p| p.with_file_name("nmemd").is_file())
+}
+
+/// The `nmem` to write into hook and MCP commands: this process runs as `nmem-cli` (the small
+/// `nmem` exec'd it), and the hooks must run the small `nmem` beside it, whose `record` costs
+/// the least and which `recorder_exe` recognises as nmem's own.
+fn hook_binary(exe: PathBuf) -> PathBuf {
+    let hook = exe.with_file_name("nmem");
+    if exe
+        .file_name()
+        .is_some_and(|n| n == nmem_hook::companion::NAME)
+        && hook.is_file()
+    {
+        hook
+    } else {
+        exe
+    }
 }
 
 /// The executable of a `… nmem record …` hook command, if it is one.
@@ -761,6 +777,21 @@ fn write_with_backup(c: &Change) -> std::io::Result<()> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn hooks_name_the_small_nmem_beside_nmem_cli() {
+        let dir = std::env::temp_dir().join(format!("nmem-hookbin-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let cli = dir.join("nmem-cli");
+        // No `nmem` beside it: nmem-cli itself (it runs `record` too).
+        assert_eq!(super::hook_binary(cli.clone()), cli);
+        std::fs::write(dir.join("nmem"), "").unwrap();
+        assert_eq!(super::hook_binary(cli), dir.join("nmem"));
+        // Any other name is kept as it is.
+        let other = dir.join("nmem-dev");
+        assert_eq!(super::hook_binary(other.clone()), other);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     #[test]
     fn recognises_its_own_commands() {
         use super::recorder_exe as r;

@@ -1,18 +1,17 @@
-//! The clients of `nmemd`.
+//! The clients of `nmemd`: `nmem-cli` (every `nmem` subcommand but `record`, which the small
+//! `nmem` binary of crate `nmem-hook` runs itself and `exec`s the others into this one) and
+//! `nmemctl`.
 //!
-//! * [`record`]: `nmem record`, the hook handler run on every tool call. Std only, no async
-//!   runtime: it reads the payload, validates the minimum, forwards it under a hard deadline, and
-//!   spools it (then starts the daemon) when the daemon does not acknowledge it.
-//! * [`elide`]: the streaming JSON pass that shrinks payloads over 1 MiB in bounded memory.
-//! * [`autostart`]: the single-flight, fully detached start of `nmemd`.
+//! * [`record`], [`elide`], [`autostart`]: the hook handler's modules, from `nmem-hook`
+//!   (re-exported: `nmem-cli record` still works, and the clients start the daemon the same way).
+//! * [`cli`], [`daemon_client`]: `nmem search|get|timeline|recent|save`.
+//! * [`serve`]: the MCP server; [`import`]: `nmem import`; [`install`]: `nmem install|uninstall`.
 //! * [`ctl`]: `nmemctl` commands.
 
-pub mod autostart;
+pub use nmem_hook::{autostart, elide, record};
 pub mod cli;
 pub mod ctl;
 pub mod daemon_client;
-pub mod elide;
 pub mod import;
 pub mod install;
-pub mod record;
 pub mod serve;

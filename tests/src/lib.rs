@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 /// The binaries the end-to-end tests run.
-const BINARIES: [&str; 3] = ["nmemd", "nmem", "nmemctl"];
+const BINARIES: [&str; 4] = ["nmemd", "nmem", "nmem-cli", "nmemctl"];
 
 /// Where the release binaries are, found once:
 /// 1. `NMEM_BIN_DIR` when it is set (`scripts/env.sh` sets it) and holds them (when it does not,

@@ -14,7 +14,10 @@ const MIGRATION_SQL: &[&str] = &[
 ];
 
 /// The migrations after 006, plain SQL.
-const LATER_SQL: &[&str] = &[include_str!("../../../migrations/007_path_terms.sql")];
+const LATER_SQL: &[&str] = &[
+    include_str!("../../../migrations/007_path_terms.sql"),
+    include_str!("../../../migrations/008_digest_generation.sql"),
+];
 
 /// The migrations before 006, for tests that build a database as older versions wrote it.
 #[cfg(test)]

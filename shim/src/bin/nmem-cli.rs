@@ -1,4 +1,6 @@
-//! `nmem`: the hook handler and the command-line face of nmem.
+//! `nmem-cli`: the command-line face of nmem. The `nmem` binary (crate `nmem-hook`) runs `nmem
+//! record` itself and `exec`s every other subcommand into this one with argv[0] kept, so help and
+//! errors still say `nmem`. `record` is handled here too, for whoever calls `nmem-cli` directly.
 
 use clap::{Parser, Subcommand, ValueEnum};
 use nmem_proto::query::{OrderBy, SearchMode};

@@ -41,7 +41,13 @@ payload is malformed (one line on stderr, nothing stored). Never 2.
 Environment: NMEM_HOME, NMEM_SOCKET (where nmemd listens), NMEM_NO_AUTOSTART=1 (spool without
 starting nmemd), NMEM_TIMEOUT_MS (deadline for the daemon's reply).";
 
+/// `nmem record` as `nmem-cli` runs it.
 pub fn main(args: &[String]) -> ExitCode {
+    ExitCode::from(status(args))
+}
+
+/// `nmem record`: the exit status (0 or 1; never 2).
+pub fn status(args: &[String]) -> u8 {
     let mut harness = Harness::ClaudeCode;
     let mut positional = None;
     let mut it = args.iter();
@@ -88,7 +94,7 @@ pub fn main(args: &[String]) -> ExitCode {
         }
         (_, None) => match read_stdin() {
             Ok(Some(p)) => p,
-            Ok(None) => return ExitCode::SUCCESS, // too large: dropped and counted
+            Ok(None) => return 0, // too large: dropped and counted
             Err(ReadFail::Io(e)) => {
                 return fail(&format!("cannot read the hook payload from stdin: {e}"))
             }
@@ -107,7 +113,7 @@ pub fn main(args: &[String]) -> ExitCode {
         Err(e) => return fail(&e.to_string()),
     };
     let Some(event) = env.event else {
-        return ExitCode::SUCCESS;
+        return 0;
     };
     let cursor_prompt = harness == Harness::Cursor && event == Event::UserPrompt;
 
@@ -117,7 +123,7 @@ pub fn main(args: &[String]) -> ExitCode {
         if cursor_prompt {
             print(r#"{"continue":true}"#);
         }
-        return ExitCode::SUCCESS;
+        return 0;
     }
     let event_id = client::new_event_id();
     let received = received_at.to_string();
@@ -171,7 +177,7 @@ pub fn main(args: &[String]) -> ExitCode {
         // Cursor waits for a verdict on beforeSubmitPrompt.
         print(r#"{"continue":true}"#);
     }
-    ExitCode::SUCCESS
+    0
 }
 
 /// Why the payload could not be read.
@@ -263,7 +269,12 @@ fn spool_event(paths: &Paths, event_id: &str, received_at: i64, harness: Harness
     }
 }
 
-fn print(s: &str) -> bool {
+/// Write one line to stdout, for the harness. SIGPIPE is ignored first (the binary skips std's
+/// start-up, which would have done it): a harness that closed its end must not kill the hook,
+/// which then still exits 0.
+pub fn print(s: &str) -> bool {
+    // SAFETY: setting a signal's disposition to SIG_IGN has no other effect.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
     let mut out = std::io::stdout().lock();
     let _ = out.write_all(s.as_bytes());
     let _ = out.write_all(b"\n");
@@ -271,7 +282,7 @@ fn print(s: &str) -> bool {
     true
 }
 
-fn fail(msg: &str) -> ExitCode {
+fn fail(msg: &str) -> u8 {
     eprintln!("nmem record: {msg}");
-    ExitCode::from(1)
+    1
 }
