@@ -78,6 +78,19 @@ impl Writer {
         Ok(rx)
     }
 
+    /// Queue an event from a blocking thread (never an async worker: it waits for room in the
+    /// queue); `reply` gets the outcome after the commit, or is dropped unanswered when the
+    /// writer has stopped.
+    pub fn enqueue_blocking(
+        &self,
+        ev: Prepared,
+        reply: oneshot::Sender<Result<Applied, WriteError>>,
+    ) -> Result<(), WriteError> {
+        self.tx
+            .blocking_send(Job::Event(Box::new(ev), reply))
+            .map_err(|_| WriteError::Closed)
+    }
+
     /// Like [`Writer::enqueue`], keeping the event's session id for the caller.
     pub async fn enqueue_with_session(
         &self,
