@@ -36,6 +36,10 @@ Usage:
       embedding backfill rate on real rows (smallest scale), then at each scale synthetic vectors
       for every row and hybrid search with the real model embedding the queries, nmemd's and the
       embedder's RSS.
+  nmem-bench --ingest-only [--events N] [--rounds N]
+      only the two sustained-ingest lines (socket API, 8 connections; parallel `nmem record`),
+      each in a fresh daemon, N rounds (default 1): for A/B runs of the daemon's write path
+      (NMEM_BIN_DIR picks the binaries under test).
   nmem-bench --fill DIR [--scale N]
       only build a corpus database in DIR, and keep it.
   nmem-bench --eval FILE [--model WHEEL_OR_DIR] [--config TOML] [--ablate A.toml,B.toml] [--json PATH]
@@ -179,6 +183,27 @@ fn main() -> anyhow::Result<()> {
     let home = std::env::temp_dir().join(format!("nmem-bench-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&home);
     std::fs::create_dir_all(&home)?;
+    if args.iter().any(|a| a == "--ingest-only") {
+        let rounds: usize = opt("--rounds").map(|v| v.parse()).transpose()?.unwrap_or(1);
+        println!("binaries: {}", bins.display());
+        for round in 0..rounds {
+            let home = home.join(format!("round{round}"));
+            std::fs::create_dir_all(&home)?;
+            let paths = nmem_proto::paths::Paths::under(&home);
+            let daemon = start_daemon(&bins, &home)?;
+            let mut report = Report::default();
+            ingest_lines(
+                &bins,
+                &home,
+                &paths.socket,
+                daemon.id(),
+                events,
+                &mut report,
+            )?;
+        }
+        let _ = std::fs::remove_dir_all(&home);
+        return Ok(());
+    }
     let paths = nmem_proto::paths::Paths::under(&home);
     let mut report = Report::default();
     println!(
@@ -250,35 +275,14 @@ fn main() -> anyhow::Result<()> {
         Some(&t_true),
     );
 
-    // Sustained ingest over the socket API.
-    let before = status(&paths.socket)?;
-    let rate_api = api_ingest(&paths.socket, events, 8)?;
-    let after = status(&paths.socket)?;
-    let commits = (after.commits - before.commits).max(1);
-    let written = after.events_written - before.events_written;
-    let busy_us = after.commit_micros - before.commit_micros;
-    println!(
-        "{:<48} {:>10.1} events per commit, {:.1} µs of writer time per event",
-        "  group commit",
-        written as f64 / commits as f64,
-        busy_us as f64 / written.max(1) as f64
-    );
-    println!(
-        "{:<48} {:>10.0} events/s  (8 connections, {events} events, ack after commit)",
-        "ingest through the socket API", rate_api
-    );
-    report
-        .figures
-        .push(("ingest_api_events_per_s".into(), rate_api));
-    let n_proc = (events / 10).max(1000);
-    let rate_proc = process_ingest(&bins, &home, n_proc, 8)?;
-    println!(
-        "{:<48} {:>10.0} events/s  (8 parallel `nmem record`, {n_proc} events)",
-        "ingest through nmem record processes", rate_proc
-    );
-    report
-        .figures
-        .push(("ingest_processes_events_per_s".into(), rate_proc));
+    ingest_lines(
+        &bins,
+        &home,
+        &paths.socket,
+        daemon.id(),
+        events,
+        &mut report,
+    )?;
 
     // Daemon hung.
     unsafe { libc::kill(daemon.id() as i32, libc::SIGSTOP) };
@@ -1035,6 +1039,124 @@ fn budgets(report: &Report, big: &str) {
     }
 }
 
+/// The sustained-ingest lines: the socket API with 8 connections, then parallel `nmem record`.
+fn ingest_lines(
+    bins: &Path,
+    home: &Path,
+    socket: &Path,
+    nmemd: u32,
+    events: usize,
+    report: &mut Report,
+) -> anyhow::Result<()> {
+    // Sustained ingest over the socket API.
+    let before = status(socket)?;
+    let (rate_api, cpu) = api_ingest(socket, events, 8, nmemd)?;
+    let after = status(socket)?;
+    let commits = (after.commits - before.commits).max(1);
+    let written = after.events_written - before.events_written;
+    let busy_us = after.commit_micros - before.commit_micros;
+    println!(
+        "{:<48} {:>10.1} events per commit, {:.1} µs of writer time per event",
+        "  group commit",
+        written as f64 / commits as f64,
+        busy_us as f64 / written.max(1) as f64
+    );
+    // Both sides share the 2 cores: what each costs per event says which one bounds the rate.
+    let per_event = |d: Duration| d.as_secs_f64() * 1e6 / events as f64;
+    println!(
+        "{:<48} {:>10.1} µs of nmemd CPU per event, {:.1} µs of the load generator's",
+        "  CPU",
+        per_event(cpu.0),
+        per_event(cpu.1),
+    );
+    println!(
+        "{:<48} {:>10.0} events/s  (8 connections, {events} events, ack after commit)",
+        "ingest through the socket API", rate_api
+    );
+    report
+        .figures
+        .push(("ingest_api_events_per_s".into(), rate_api));
+    let n_proc = (events / 10).max(1000);
+    let rate_proc = process_ingest(bins, home, n_proc, 8)?;
+    println!(
+        "{:<48} {:>10.0} events/s  (8 parallel `nmem record`, {n_proc} events)",
+        "ingest through nmem record processes", rate_proc
+    );
+    report
+        .figures
+        .push(("ingest_processes_events_per_s".into(), rate_proc));
+    // What bounds it: the same 8 parallel spawns of /bin/true, fed the same stdin.
+    let rate_true = spawn_rate(Path::new("/bin/true"), n_proc, 8);
+    println!(
+        "{:<48} {:>10.0} spawns/s  (8 parallel /bin/true: the floor for one process per event)",
+        "  process spawning", rate_true
+    );
+    report
+        .figures
+        .push(("spawn_true_parallel_per_s".into(), rate_true));
+    Ok(())
+}
+
+/// How many times per second `procs` threads can run `bin` with a payload on stdin.
+fn spawn_rate(bin: &Path, runs: usize, procs: usize) -> f64 {
+    let next = AtomicUsize::new(0);
+    let start = Instant::now();
+    std::thread::scope(|s| {
+        for _ in 0..procs {
+            s.spawn(|| {
+                while next.fetch_add(1, Ordering::Relaxed) < runs {
+                    let Ok(mut child) = Command::new(bin)
+                        .stdin(Stdio::piped())
+                        .stdout(Stdio::null())
+                        .spawn()
+                    else {
+                        continue;
+                    };
+                    // /bin/true may exit before reading: a broken pipe is expected.
+                    let _ = child
+                        .stdin
+                        .take()
+                        .map(|mut i| i.write_all(&bash_payload(0)));
+                    let _ = child.wait();
+                }
+            });
+        }
+    });
+    runs as f64 / start.elapsed().as_secs_f64()
+}
+
+/// The CPU time (user and system) a process has used so far, from `/proc` (zero elsewhere).
+fn cpu_of(pid: u32) -> Duration {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return Duration::ZERO;
+    };
+    // The command name may hold spaces: fields are counted after its closing parenthesis.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name.
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    Duration::from_micros((ticks(11) + ticks(12)) * 1_000_000 / hz)
+}
+
+/// This process's CPU time (every thread, user and system).
+fn own_cpu() -> Duration {
+    // SAFETY: getrusage fills a zeroed struct we own.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    let tv =
+        |t: libc::timeval| Duration::from_micros(t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64);
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
 fn status(socket: &Path) -> anyhow::Result<wire::Status> {
     let r = client::call(
         socket,
@@ -1047,7 +1169,13 @@ fn status(socket: &Path) -> anyhow::Result<wire::Status> {
     Ok(serde_json::from_slice(&r.body)?)
 }
 
-fn api_ingest(socket: &Path, events: usize, conns: usize) -> anyhow::Result<f64> {
+/// The rate, and the CPU time nmemd and this load generator spent while the clock ran.
+fn api_ingest(
+    socket: &Path,
+    events: usize,
+    conns: usize,
+    nmemd: u32,
+) -> anyhow::Result<(f64, (Duration, Duration))> {
     // Payloads are built before the clock starts: the figure is the daemon's, not serde_json's.
     let bodies: Vec<(String, Vec<u8>)> = (0..events)
         .map(|i| {
@@ -1056,6 +1184,7 @@ fn api_ingest(socket: &Path, events: usize, conns: usize) -> anyhow::Result<f64>
         })
         .collect();
     let next = AtomicUsize::new(0);
+    let cpu_before = (cpu_of(nmemd), own_cpu());
     let start = Instant::now();
     std::thread::scope(|s| -> anyhow::Result<()> {
         let handles: Vec<_> = (0..conns)
@@ -1084,7 +1213,12 @@ fn api_ingest(socket: &Path, events: usize, conns: usize) -> anyhow::Result<f64>
         }
         Ok(())
     })?;
-    Ok(events as f64 / start.elapsed().as_secs_f64())
+    let rate = events as f64 / start.elapsed().as_secs_f64();
+    let cpu = (
+        cpu_of(nmemd).saturating_sub(cpu_before.0),
+        own_cpu().saturating_sub(cpu_before.1),
+    );
+    Ok((rate, cpu))
 }
 
 fn process_ingest(bins: &Path, home: &Path, events: usize, procs: usize) -> anyhow::Result<f64> {

@@ -313,6 +313,32 @@ impl Redactor {
         walk(self, v)
     }
 
+    /// Whether [`Redactor::redact_payload`] would leave `v` exactly as it is: no string of it
+    /// holds a `<private>` or `<nmem-context>` span, matches a rule's pattern or has a
+    /// high-entropy token. Read-only, so the common event (nothing secret in it) is neither
+    /// copied nor rewritten; a pattern match whose check would then keep the value still answers
+    /// false, and the caller redacts a copy as before.
+    pub fn payload_is_clean(&self, v: &Value) -> bool {
+        match v {
+            Value::String(s) => self.is_clean(s),
+            Value::Array(items) => items.iter().all(|i| self.payload_is_clean(i)),
+            Value::Object(map) => map
+                .iter()
+                .filter(|(k, _)| !is_identity_key(k))
+                .all(|(_, i)| self.payload_is_clean(i)),
+            _ => true,
+        }
+    }
+
+    /// Whether [`Redactor::redact`] would return 0 and leave `s` as it is: its first pass
+    /// applies only rules whose pattern matches and the high-entropy detector's ranges.
+    fn is_clean(&self, s: &str) -> bool {
+        !s.contains("<private>")
+            && !s.contains("<nmem-context>")
+            && !self.set.is_match(s)
+            && self.high_entropy_ranges(s).is_empty()
+    }
+
     fn apply_rule(&self, rule: &Rule, s: &mut String) -> u32 {
         let marker = format!("[REDACTED:{}]", rule.name);
         let mut out = String::with_capacity(s.len());
@@ -398,6 +424,24 @@ impl Redactor {
     /// by segment, and only a segment that is itself a credential is replaced: the path around it
     /// stays searchable, and two paths differing in it stay two paths.
     fn redact_high_entropy(&self, s: &mut String) -> u32 {
+        let ranges = self.high_entropy_ranges(s);
+        if ranges.is_empty() {
+            return 0;
+        }
+        let mut out = String::with_capacity(s.len());
+        let mut last = 0;
+        for r in &ranges {
+            out.push_str(&s[last..r.start]);
+            out.push_str("[REDACTED:high_entropy]");
+            last = r.end;
+        }
+        out.push_str(&s[last..]);
+        *s = out;
+        ranges.len() as u32
+    }
+
+    /// What the context-free detector would replace in `s`, in order.
+    fn high_entropy_ranges(&self, s: &str) -> Vec<std::ops::Range<usize>> {
         let mut ranges: Vec<std::ops::Range<usize>> = Vec::new();
         for m in self.entropy_candidate.find_iter(s) {
             let tok = m.as_str();
@@ -416,19 +460,7 @@ impl Redactor {
                 ranges.push(m.range());
             }
         }
-        if ranges.is_empty() {
-            return 0;
-        }
-        let mut out = String::with_capacity(s.len());
-        let mut last = 0;
-        for r in &ranges {
-            out.push_str(&s[last..r.start]);
-            out.push_str("[REDACTED:high_entropy]");
-            last = r.end;
-        }
-        out.push_str(&s[last..]);
-        *s = out;
-        ranges.len() as u32
+        ranges
     }
 
     fn redact_value(&self, v: &mut Value) -> u32 {
@@ -541,7 +573,7 @@ fn is_prose(s: &str, whole: &str, value_end: usize) -> bool {
     let value = &s[..value_end];
     let value = &value[value
         .rfind(|c: char| c.is_whitespace() || c == ':')
-        .map_or(0, |i| i + 1)..];
+        .map_or(0, |i| past_char(value, i))..];
     // A word (`Unable`), or a lowercase name with one number in it (`argon2id`, `sha256`).
     let digit_runs = value
         .as_bytes()
@@ -805,6 +837,13 @@ fn is_identifier_reference(v: &str, after: &str) -> bool {
     ident && (camel || after.starts_with([',', ')', ';', '}']))
 }
 
+/// The index just past the character starting at byte `i` of `s`: a delimiter found by a
+/// `char` predicate may be whitespace of 2 to 4 bytes (U+2000), and `i + 1` would then slice
+/// inside it (a panic, found by the clean-check property test).
+fn past_char(s: &str, i: usize) -> usize {
+    i + s[i..].chars().next().map_or(1, char::len_utf8)
+}
+
 /// Is the candidate at `start` inside something whose randomness is its structure: a `data:`
 /// URI, an SRI or Go module hash, an ssh public key, or a URL without credentials.
 fn is_structured(s: &str, start: usize) -> bool {
@@ -813,7 +852,9 @@ fn is_structured(s: &str, start: usize) -> bool {
     // make every candidate scan back to its start.
     let lo = floor_boundary(s, start.saturating_sub(WINDOW));
     let hi = floor_boundary(s, (start + WINDOW).min(s.len()));
-    let word_start = s[lo..start].rfind(delim).map_or(lo, |i| lo + i + 1);
+    let word_start = s[lo..start]
+        .rfind(delim)
+        .map_or(lo, |i| past_char(s, lo + i));
     let word_end = s[start..hi].find(delim).map_or(hi, |i| start + i);
     let before = &s[word_start..start];
     let word = &s[word_start..word_end];
@@ -835,7 +876,7 @@ fn is_structured(s: &str, start: usize) -> bool {
     // `ssh-ed25519 AAAAC3Nza…`: a public key.
     if tok.starts_with("AAAA") && before.is_empty() {
         let prev = s[floor_boundary(s, word_start.saturating_sub(64))..word_start].trim_end();
-        let prev = &prev[prev.rfind(delim).map_or(0, |i| i + 1)..];
+        let prev = &prev[prev.rfind(delim).map_or(0, |i| past_char(prev, i))..];
         if ["ssh-", "ecdsa-", "sk-ssh-", "sk-ecdsa-"]
             .iter()
             .any(|p| prev.starts_with(p))

@@ -375,6 +375,17 @@ async fn record_batch(
     }
 }
 
+/// What the blocking thread learnt of an event before handing it to the writer.
+enum Prep {
+    Rejected(String),
+    Ignored,
+    /// Queued to the writer: its session, and what a SessionStart's digest needs.
+    Queued {
+        session: String,
+        start: Option<(crate::ingest::Project, String, String)>,
+    },
+}
+
 async fn record(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
@@ -383,45 +394,73 @@ async fn record(
     let raw = raw_event(&headers, body)?;
     let harness = raw.harness;
     // Off the async workers: preparing looks up the project's git root on disk and reads the
-    // transcript, and a slow file system must not stall other requests.
-    let prep_app = app.clone();
-    let prepared = tokio::task::spawn_blocking(move || prep_app.ingest.prepare(&raw))
-        .await
-        .map_err(|e| ApiError::internal("preparing the event", e))?
-        .map_err(|e| {
+    // transcript, and a slow file system must not stall other requests. The blocking thread
+    // also queues the event, so this task wakes once, at the commit (or at the refusal): a
+    // wake-up between preparing and queueing cost a thread switch per event.
+    let slot = Arc::new(std::sync::Mutex::new(None::<Prep>));
+    let (reply, committed) = tokio::sync::oneshot::channel();
+    let (prep_app, prep_slot) = (app.clone(), slot.clone());
+    drop(tokio::task::spawn_blocking(move || {
+        let set = |p: Prep| *prep_slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(p);
+        match prep_app.ingest.prepare(&raw) {
+            // Set before `reply` is dropped, which wakes the request.
+            Err(e) => {
+                set(Prep::Rejected(e.to_string()));
+                drop(reply);
+            }
+            Ok(None) => {
+                set(Prep::Ignored);
+                drop(reply);
+            }
+            Ok(Some(p)) => {
+                let start = (p.event == Event::SessionStart).then(|| {
+                    let source = match &p.effect {
+                        crate::ingest::SessionEffect::Start { source, .. } => source.clone(),
+                        _ => String::new(),
+                    };
+                    (p.project.clone(), p.session_id.clone(), source)
+                });
+                set(Prep::Queued {
+                    session: p.session_id.clone(),
+                    start,
+                });
+                // A closed writer drops `reply`: answered below as shutting down.
+                let _ = prep_app.writer.enqueue_blocking(p, reply);
+            }
+        }
+    }));
+    let written = committed.await;
+    let prep = slot.lock().unwrap_or_else(|e| e.into_inner()).take();
+    let (session, start) = match prep {
+        Some(Prep::Rejected(message)) => {
             crate::stats::Stats::add(&app.stats.rejected, 1);
-            ApiError::new(
+            return Err(ApiError::new(
                 StatusCode::UNPROCESSABLE_ENTITY,
                 code::INVALID_PAYLOAD,
-                e.to_string(),
-            )
-        })?;
-    let Some(prepared) = prepared else {
-        return Ok(Json(RecordReply {
-            outcome: RecordOutcome::Ignored,
-            kind: None,
-            id: None,
-            output: None,
-        }));
+                message,
+            ));
+        }
+        Some(Prep::Ignored) => {
+            return Ok(Json(RecordReply {
+                outcome: RecordOutcome::Ignored,
+                kind: None,
+                id: None,
+                output: None,
+            }))
+        }
+        Some(Prep::Queued { session, start }) => (session, start),
+        // The blocking task never ran (the runtime is shutting down).
+        None => return Err(WriteError::Closed.into()),
     };
-    let start = (prepared.event == Event::SessionStart).then(|| {
-        (
-            harness,
-            prepared.project.clone(),
-            prepared.session_id.clone(),
-            match &prepared.effect {
-                crate::ingest::SessionEffect::Start { source, .. } => source.clone(),
-                _ => String::new(),
-            },
-        )
-    });
-    let session = prepared.session_id.clone();
-    let applied = app.writer.submit(prepared).await.inspect_err(|_| {
-        // Not committed: the transcript offset read for it must be read again.
-        app.ingest.tailer.forget(&session);
-    })?;
+    let applied = written
+        .map_err(|_| WriteError::Closed)
+        .and_then(|r| r)
+        .inspect_err(|_| {
+            // Not committed: the transcript offset read for it must be read again.
+            app.ingest.tailer.forget(&session);
+        })?;
     let output = match start {
-        Some((harness, project, session, source)) => {
+        Some((project, session, source)) => {
             crate::context::session_start_output(&app, harness, &project, &session, &source).await
         }
         None => None,

@@ -349,8 +349,96 @@ fn context_anchored_rules_redact_hex_and_uuids_the_context_free_one_does_not() {
     }
 }
 
+/// Wide whitespace (U+2000, U+3000: 3 bytes) right before a candidate, an assignment's value or
+/// an ssh key: the word boundaries are found past the whole character, never inside it (this
+/// panicked, and a panic ends nmemd).
+#[test]
+fn wide_whitespace_before_a_candidate_does_not_panic() {
+    for text in [
+        "\u{2000}A-+AaAAAA-aa0A0_a-0a",
+        "x\u{3000}Zk9xR2vT8qLm4NpW7sYc3HdJ6bFgA1eU",
+        "Password:\u{2003}argon2id with a salt",
+        "password: sh\u{2000}Unable to connect",
+        "ssh-ed25519\u{2000}AAAAC3NzaC1lZDI1NTE5AAAAIFakeKeyForTestsOnly0000000",
+    ] {
+        let once = red(text);
+        assert_eq!(red(&once), once, "{text:?}");
+    }
+}
+
+/// The read-only check that spares most payloads a copy: it must never call a string clean that
+/// redaction would change (every row of both tables, alone and inside a payload).
+#[test]
+fn the_clean_check_never_passes_what_redaction_changes() {
+    let t = table();
+    let r = redactor();
+    let mut texts: Vec<&str> = Vec::new();
+    for key in ["secrets", "keep"] {
+        texts.extend(
+            t[key]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|row| row["text"].as_str().unwrap()),
+        );
+    }
+    for text in texts {
+        let mut out = text.to_string();
+        let n = r.redact(&mut out);
+        if n > 0 || out != text {
+            assert!(!r.is_clean(text), "called clean, but redacted: {text:?}");
+            let payload = serde_json::json!({
+                "session_id": "s",
+                "tool_input": {"command": "ls"},
+                "tool_response": {"stdout": ["ok", text]},
+            });
+            assert!(!r.payload_is_clean(&payload), "{text:?} inside a payload");
+        }
+    }
+    // Each way in on its own: a pattern, a private span, our own context, a random token.
+    for text in [
+        "token ghp_FAKE0example0token0for0nmem0tests0AB",
+        "keep <private>this</private>",
+        "<nmem-context>old digest</nmem-context>",
+        "Zk9xR2vT8qLm4NpW7sYc3HdJ6bFgA1eU",
+    ] {
+        assert!(!r.is_clean(text), "{text:?}");
+    }
+    // The common event: nothing to redact, called clean (the copy is spared).
+    assert!(r.payload_is_clean(&serde_json::json!({
+        "session_id": "7d3f9a2e-4b1c-4e8a-9f6d-2c5b8e1a0f47",
+        "tool_input": {"command": "npm test -- --run src/routes/invoices.test.ts"},
+        "tool_response": {"stdout": " ✓ src/routes/invoices.test.ts > case 1 passes\n"},
+    })));
+}
+
 proptest::proptest! {
     #![proptest_config(proptest::prelude::ProptestConfig::with_cases(1000))]
+
+    /// Whatever the clean check passes, redaction leaves as it is.
+    #[test]
+    fn what_the_clean_check_passes_redaction_leaves_alone(parts in proptest::collection::vec(proptest::prop_oneof![
+        proptest::strategy::Just("password".to_string()),
+        proptest::strategy::Just(" is ".to_string()),
+        proptest::strategy::Just("=".to_string()),
+        proptest::strategy::Just("/".to_string()),
+        proptest::strategy::Just("--api-key ".to_string()),
+        proptest::strategy::Just("<private>".to_string()),
+        proptest::strategy::Just("<nmem-context>".to_string()),
+        proptest::strategy::Just("ghp_".to_string()),
+        proptest::strategy::Just("\n".to_string()),
+        "[A-Za-z0-9+/_-]{1,40}",
+        "[ :=@.\"']{1,3}",
+        "\\PC{0,20}",
+    ], 0..24)) {
+        let s: String = parts.concat();
+        let r = redactor();
+        if r.is_clean(&s) {
+            let mut out = s.clone();
+            proptest::prop_assert_eq!(r.redact(&mut out), 0);
+            proptest::prop_assert_eq!(out, s);
+        }
+    }
 
     /// Arbitrary text never panics the redactor, and its output is a fixed point.
     #[test]
