@@ -74,10 +74,11 @@ const VALUE_OPTIONS: &[&str] = &[
     "--config",
     "--ablate",
     "--keep",
+    "--rounds",
     "--home",
     "--against",
 ];
-const SWITCHES: &[&str] = &["--hook"];
+const SWITCHES: &[&str] = &["--hook", "--ingest-only"];
 
 /// The first argument that is not an option nmem-bench knows, or an option missing its value.
 fn bad_argument(args: &[String]) -> Option<String> {
