@@ -692,6 +692,19 @@ fn at_scale(
         let info = hybrid::import(model, home)?;
         if measure_backfill {
             let mut daemon = start_daemon(bins, home)?;
+            // Ingest while the embedder has a backlog to work through (it yields to ingest).
+            let events = 10_000;
+            let (rate, cpu) = api_ingest(&socket, events, 8, daemon.id())?;
+            println!(
+                "{:<48} {:>10.0} events/s  (8 connections, {events} events, embedder active; {:.0} µs of nmemd CPU per event)",
+                format!("ingest, embedding backfill running [{tag}]"),
+                rate,
+                cpu.0.as_secs_f64() * 1e6 / events as f64
+            );
+            report.push(
+                format!("ingest_api_embedder_active_events_per_s_{tag}"),
+                rate,
+            );
             hybrid::backfill_rate(&socket, report, &tag)?;
             daemon.stop()?;
         }
