@@ -29,7 +29,7 @@ nmem-bench: the figures behind nmem's budgets, and its retrieval eval. Nothing i
 
 Usage:
   nmem-bench [--runs N] [--events N] [--scales 10000,100000,1000000] [--import-records N]
-             [--model WHEEL_OR_DIR] [--json PATH]
+             [--model WHEEL_OR_DIR] [--json PATH] [--corpus DIR]
       hook latency (daemon up, down, hung) next to /bin/true, sustained ingest, and at each scale
       SessionStart, search, timeline, recent_context, RSS and database size; the import rate;
       a table of every budget, met or missed. --json writes every figure. With --model: the
@@ -41,7 +41,8 @@ Usage:
       each in a fresh daemon, N rounds (default 1): for A/B runs of the daemon's write path
       (NMEM_BIN_DIR picks the binaries under test).
   nmem-bench --fill DIR [--scale N]
-      only build a corpus database in DIR, and keep it.
+      only build a corpus database in DIR, and keep it. The main run's --corpus DIR measures a
+      copy of that database at the largest of --scales instead of building one.
   nmem-bench --eval FILE [--model WHEEL_OR_DIR] [--config TOML] [--ablate A.toml,B.toml] [--json PATH]
              [--keep DIR]
       replay the eval's histories into a fresh nmemd and score search on its questions (R@5, R@10,
@@ -75,6 +76,7 @@ const VALUE_OPTIONS: &[&str] = &[
     "--ablate",
     "--keep",
     "--rounds",
+    "--corpus",
     "--home",
     "--against",
 ];
@@ -313,6 +315,17 @@ fn main() -> anyhow::Result<()> {
     for (i, &n) in scales.iter().enumerate() {
         println!();
         let dir = home.join(format!("scale-{n}"));
+        if let (Some(corpus), true) = (opt("--corpus"), n == *scales.iter().max().unwrap_or(&n)) {
+            // A database `--fill` built before, copied (its folder is left as it is).
+            std::fs::create_dir_all(&dir)?;
+            for f in ["nmem.db", "nmem.db-wal"] {
+                let from = Path::new(&corpus).join(f);
+                if from.exists() {
+                    std::fs::copy(&from, dir.join(f))?;
+                }
+            }
+            println!("corpus database copied from {corpus}");
+        }
         let with_model = model.as_deref().map(|m| (m, i == 0));
         at_scale(
             &bins,
