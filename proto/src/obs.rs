@@ -90,6 +90,18 @@ obs_types! {
     ToolOther = "tool_other", 90, Action, false;
 }
 
+impl ObsType {
+    /// Whether the row records looking at something (a read, a search, a fetch) rather than
+    /// doing it: it names what a question names without answering it, so search weighs it
+    /// lower (`[search] weight_looking`).
+    pub const fn is_looking(self) -> bool {
+        matches!(
+            self,
+            ObsType::FileRead | ObsType::Search | ObsType::WebSearch | ObsType::WebFetch
+        )
+    }
+}
+
 /// The retention of a type nmem does not know (a row written by a newer version).
 pub const UNKNOWN_TYPE_DAYS: i64 = 90;
 

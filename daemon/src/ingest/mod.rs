@@ -229,8 +229,8 @@ impl Ingest {
             clean = Some(copy);
             n
         };
-        let obj = match (pre, &clean) {
-            (1.., Some(c)) => c.as_object().expect("an object stays one"),
+        let obj = match &clean {
+            Some(c) if pre > 0 => c.as_object().expect("an object stays one"),
             _ => raw_obj,
         };
         let cx = Cx {

@@ -21,6 +21,7 @@ use super::{catch_up_index, clamp, millis, project_of, QueryError};
 use crate::app::App;
 use crate::config::SearchConfig;
 use crate::semantic::{Availability, Key, Semantic};
+use nmem_proto::obs::ObsType;
 use nmem_proto::query::{
     OrderBy, QueryUse, RetrievalSource, SearchHit, SearchMode, SearchReply, SearchRequest,
 };
@@ -722,7 +723,8 @@ fn fuse(
         .collect();
     if cfg.weight_looking != 1.0 {
         for h in &mut hits {
-            if h.obs_type.as_deref().is_some_and(is_looking) {
+            let t = h.obs_type.as_deref().and_then(ObsType::from_name);
+            if t.is_some_and(ObsType::is_looking) {
                 h.score *= cfg.weight_looking.clamp(0.0, 1.0);
             }
         }
@@ -739,16 +741,9 @@ fn fuse(
     hits
 }
 
-/// Observation types that record looking at something rather than doing it.
-fn is_looking(obs_type: &str) -> bool {
-    matches!(
-        obs_type,
-        "file_read" | "search" | "web_search" | "web_fetch"
-    )
-}
-
-/// Stable: a hit whose type and opening text (the 120 characters of its preview) repeat an earlier hit's goes after every distinct
-/// hit (in its order), so one command run three times takes one place near the top, not three.
+/// Stable: a hit whose type and opening text (the 120 characters of its preview) repeat an
+/// earlier hit's goes after every distinct hit (in its order), so one command run three times
+/// takes one place near the top, not three.
 fn collapse_repeats(hits: &mut Vec<SearchHit>) {
     let mut seen = std::collections::HashSet::new();
     let (mut first, mut repeats) = (Vec::with_capacity(hits.len()), Vec::new());
