@@ -96,6 +96,16 @@ pub struct SearchConfig {
     /// Factor on the fused score of observations that record looking (a file read, a search,
     /// a listing) rather than doing: they mention what a question names without answering it.
     pub weight_looking: f64,
+    /// Factor on the fused score of observations that record what the agent is about to do (a
+    /// plan, a sub-agent's task): they restate a question's words before any outcome exists.
+    pub weight_planning: f64,
+    /// Among edits of one file in the results, the newest takes the best place any of them
+    /// holds: a later edit supersedes what an earlier one wrote.
+    pub newest_edit_first: bool,
+    /// Factor on the looser lexical tiers (most words, any word) and the prompt context when no
+    /// result matches every meaningful word and embeddings found some: the question is phrased
+    /// in other words than the record, so meaning should decide more.
+    pub weight_loose_unmatched: f64,
 }
 
 impl Default for SearchConfig {
@@ -115,6 +125,9 @@ impl Default for SearchConfig {
             semantic_all: false,
             collapse_repeats: true,
             weight_looking: 0.7,
+            weight_planning: 0.7,
+            newest_edit_first: false,
+            weight_loose_unmatched: 0.25,
         }
     }
 }

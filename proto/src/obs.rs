@@ -102,6 +102,21 @@ impl ObsType {
     }
 }
 
+impl ObsType {
+    /// Whether the row records what the agent is about to do (a plan, a task handed to a
+    /// sub-agent) rather than what happened: it restates the task in its words, before any
+    /// outcome, so search can weigh it lower (`[search] weight_planning`).
+    pub const fn is_planning(self) -> bool {
+        matches!(self, ObsType::Plan | ObsType::TaskSpawn)
+    }
+
+    /// Whether the row holds a file's new content (an edit or a whole write): a later one on the
+    /// same file supersedes an earlier one.
+    pub const fn is_file_change(self) -> bool {
+        matches!(self, ObsType::FileEdit | ObsType::FileWrite)
+    }
+}
+
 /// The retention of a type nmem does not know (a row written by a newer version).
 pub const UNKNOWN_TYPE_DAYS: i64 = 90;
 

@@ -16,7 +16,7 @@
 //! relevance (the fused score), blended (with recency), or by date. Every hit says how it was
 //! found (`retrieval_sources`).
 
-use super::fts_query::{self, LexPlan, ALL_WORDS, MAX_QUERY_BYTES};
+use super::fts_query::{self, LexPlan, ALL_WORDS, MAX_QUERY_BYTES, MEANINGFUL_WORDS};
 use super::{catch_up_index, clamp, millis, project_of, QueryError};
 use crate::app::App;
 use crate::config::SearchConfig;
@@ -681,9 +681,29 @@ fn fuse(
     } else {
         0.0
     };
+    let strict_matched = lists.iter().any(|l| {
+        l.source == "lexical" && matches!(l.tier, Some(ALL_WORDS | MEANINGFUL_WORDS)) && {
+            l.keys.iter().any(|k| found.contains_key(k))
+        }
+    });
+    let meaning_found = lists
+        .iter()
+        .any(|l| l.source == "semantic" && !l.keys.is_empty());
+    let loose_factor = if !strict_matched && meaning_found {
+        cfg.weight_loose_unmatched.clamp(0.0, 1.0)
+    } else {
+        1.0
+    };
     let mut scores: HashMap<Key, f64> = HashMap::new();
     let mut sources: HashMap<Key, Vec<RetrievalSource>> = HashMap::new();
     for list in &lists {
+        // Meaning and the strict tiers keep their weight; the looser tiers and context may not.
+        let strict = matches!(list.tier, Some(ALL_WORDS | MEANINGFUL_WORDS));
+        let weight = if list.source == "semantic" || strict {
+            list.weight
+        } else {
+            list.weight * loose_factor
+        };
         let mut rank = 0u32;
         for (i, key) in list.keys.iter().enumerate() {
             if !found.contains_key(key) {
@@ -698,7 +718,7 @@ fn fuse(
                 continue;
             }
             rank += 1;
-            let mut contribution = list.weight / (k + rank as f64);
+            let mut contribution = weight / (k + rank as f64);
             if list.tier == Some(ALL_WORDS) {
                 contribution += bonus;
             }
@@ -721,11 +741,14 @@ fn fuse(
             Some(h)
         })
         .collect();
-    if cfg.weight_looking != 1.0 {
+    if cfg.weight_looking != 1.0 || cfg.weight_planning != 1.0 {
         for h in &mut hits {
             let t = h.obs_type.as_deref().and_then(ObsType::from_name);
             if t.is_some_and(ObsType::is_looking) {
                 h.score *= cfg.weight_looking.clamp(0.0, 1.0);
+            }
+            if t.is_some_and(ObsType::is_planning) {
+                h.score *= cfg.weight_planning.clamp(0.0, 1.0);
             }
         }
     }
@@ -735,10 +758,39 @@ fn fuse(
             .then(b.timestamp.cmp(&a.timestamp))
             .then(b.id.cmp(&a.id))
     });
+    if cfg.newest_edit_first {
+        newest_edit_first(&mut hits);
+    }
     if cfg.collapse_repeats {
         collapse_repeats(&mut hits);
     }
     hits
+}
+
+/// The places held by changes of one file keep holding changes of that file, newest first: a
+/// question about a file's code is about what it says now, which the latest change wrote. Other
+/// results do not move.
+fn newest_edit_first(hits: &mut [SearchHit]) {
+    let mut by_file: HashMap<String, Vec<usize>> = HashMap::new();
+    for (i, h) in hits.iter().enumerate() {
+        let change = h
+            .obs_type
+            .as_deref()
+            .and_then(ObsType::from_name)
+            .is_some_and(ObsType::is_file_change);
+        if let (true, Some(path)) = (change, h.file_path.as_ref()) {
+            by_file.entry(path.clone()).or_default().push(i);
+        }
+    }
+    for places in by_file.into_values().filter(|p| p.len() > 1) {
+        let mut group: Vec<SearchHit> = places.iter().map(|&i| hits[i].clone()).collect();
+        group.sort_by(|a, b| b.timestamp.cmp(&a.timestamp).then(b.id.cmp(&a.id)));
+        for (&i, mut h) in places.iter().zip(group) {
+            // The place keeps its score, so scores still read best first.
+            h.score = hits[i].score;
+            hits[i] = h;
+        }
+    }
 }
 
 /// Stable: a hit whose type and opening text (the 120 characters of its preview) repeat an
@@ -962,5 +1014,66 @@ mod tests {
         assert_eq!(ids, [1, 3, 2]);
         assert_eq!(hits[0].retrieval_sources.len(), 2);
         assert!(hits.windows(2).all(|w| w[0].score >= w[1].score));
+    }
+
+    #[test]
+    fn the_newest_change_of_a_file_takes_the_best_place_its_changes_hold() {
+        let mut hits: Vec<SearchHit> = (1..=5).map(hit).collect();
+        // Places 0, 2 and 4 are edits of a.rs made at times 1, 3 and 5; 1 is a command, 3 an
+        // edit of another file.
+        for (i, path) in [(0, "a.rs"), (2, "a.rs"), (3, "b.rs"), (4, "a.rs")] {
+            hits[i].obs_type = Some("file_edit".into());
+            hits[i].file_path = Some(path.into());
+        }
+        for (i, h) in hits.iter_mut().enumerate() {
+            h.score = 10.0 - i as f64;
+        }
+        newest_edit_first(&mut hits);
+        let ids: Vec<i64> = hits.iter().map(|h| h.id).collect();
+        assert_eq!(
+            ids,
+            [5, 2, 3, 4, 1],
+            "a.rs's edits newest first in their places"
+        );
+        assert!(
+            hits.windows(2).all(|w| w[0].score >= w[1].score),
+            "places keep scores"
+        );
+    }
+
+    #[test]
+    fn loose_tiers_count_less_only_when_nothing_matched_every_word() {
+        // 2 matched any word (first), 1 only by meaning (first): equal sums, and the tie goes to
+        // the newer, 2.
+        let lists = |strict: Vec<Key>| {
+            let mut all = Ranked::new("lexical", Some(ALL_WORDS), 1.0);
+            all.keys = strict;
+            let mut any = Ranked::new("lexical", Some(fts_query::ANY_WORD), 1.0);
+            any.keys = vec![key(2)];
+            let mut semantic = Ranked::new("semantic", None, 1.0);
+            semantic.keys = vec![key(1)];
+            semantic.similarity = vec![0.7];
+            let found: HashMap<Key, SearchHit> =
+                [1, 2, 3].map(|i| (key(i), hit(i))).into_iter().collect();
+            (vec![all, any, semantic], found)
+        };
+        let cfg = SearchConfig {
+            weight_loose_unmatched: 0.5,
+            all_words_first: false,
+            ..Default::default()
+        };
+        let ids = |hits: Vec<SearchHit>| hits.iter().map(|h| h.id).collect::<Vec<_>>();
+        // Nothing matched every word: meaning leads.
+        let (l, f) = lists(vec![]);
+        assert_eq!(ids(fuse(&cfg, l, f)), [1, 2]);
+        let (l, f) = lists(vec![]);
+        let off = SearchConfig {
+            weight_loose_unmatched: 1.0,
+            ..cfg.clone()
+        };
+        assert_eq!(ids(fuse(&off, l, f)), [2, 1], "the factor is what moved it");
+        // Something matched every word: the loose tier keeps its weight.
+        let (l, f) = lists(vec![key(3)]);
+        assert_eq!(ids(fuse(&cfg, l, f)), [3, 2, 1]);
     }
 }
