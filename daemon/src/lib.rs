@@ -20,6 +20,7 @@ pub mod config;
 pub mod conn;
 pub mod context;
 pub mod dedup;
+pub mod drain;
 pub mod ingest;
 pub mod listener;
 pub mod log;
