@@ -31,8 +31,9 @@ const FIDELITY_SQL: &str = include_str!("../../../migrations/006_fidelity.sql");
 /// counters), mostly the same pages again, so at 1,000 an ingest burst checkpointed every ~80
 /// events: two `fsync`s on the writer thread each time, and the same hot pages copied back again
 /// and again. At 10,000 (about 40 MB of WAL at most) nmemd spent measurably less CPU per event
-/// under `nmem-bench --ingest-only` (ARCHITECTURE.md, "The ingest path"). The log does not stay
-/// that large: maintenance (when idle) checkpoints and truncates it.
+/// under `nmem-bench --ingest-only` (ARCHITECTURE.md, "The ingest path"). The cost is disk: after
+/// a burst the log file keeps its size (SQLite reuses it from the start) until maintenance
+/// (when idle, at most every 6 hours) or shutdown truncates it.
 pub const WAL_AUTOCHECKPOINT: i64 = 10_000;
 
 /// The schema version this build writes (`PRAGMA user_version` after migrating).
