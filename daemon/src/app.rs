@@ -18,6 +18,8 @@ pub struct App {
     pub config: Config,
     pub ingest: Ingest,
     pub writer: Writer,
+    /// Where `POST /v1/events` prepares its events: a few blocking threads (`drain`).
+    pub prepare: Arc<crate::drain::Drain>,
     pub readers: Readers,
     pub semantic: Arc<crate::semantic::Semantic>,
     pub stats: Arc<Stats>,
@@ -72,6 +74,7 @@ impl App {
         );
         ingest.excluded = config.capture.exclude_projects.iter().cloned().collect();
         let app = App {
+            prepare: crate::drain::Drain::new(crate::drain::PREPARE_DRAINERS),
             ingest,
             readers,
             semantic: Arc::new(crate::semantic::Semantic::new(

@@ -6,6 +6,7 @@
 //!   daemon the database's only owner, and graceful shutdown.
 //! * [`conn`]: connections and request bodies under bounds (timeouts, cap, bytes in flight).
 //! * [`server`]: the versioned HTTP/JSON routes.
+//! * [`drain`]: the few blocking threads that prepare queued events without a wake-up each.
 //! * [`ingest`]: per harness and per tool, from a hook payload to an observation or a prompt;
 //!   then [`redact`]. Deterministic, no LLM.
 //! * [`store`]: schema and migrations, the single writer with group commit (and the [`dedup`]
@@ -20,6 +21,7 @@ pub mod config;
 pub mod conn;
 pub mod context;
 pub mod dedup;
+pub mod drain;
 pub mod ingest;
 pub mod listener;
 pub mod log;

@@ -395,12 +395,13 @@ async fn record(
     let harness = raw.harness;
     // Off the async workers: preparing looks up the project's git root on disk and reads the
     // transcript, and a slow file system must not stall other requests. The blocking thread
+    // (one of `app.prepare`'s drainers, which take queued events without being woken for each)
     // also queues the event, so this task wakes once, at the commit (or at the refusal): a
     // wake-up between preparing and queueing cost a thread switch per event.
     let slot = Arc::new(std::sync::Mutex::new(None::<Prep>));
     let (reply, committed) = tokio::sync::oneshot::channel();
     let (prep_app, prep_slot) = (app.clone(), slot.clone());
-    drop(tokio::task::spawn_blocking(move || {
+    let job = move || {
         let set = |p: Prep| *prep_slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(p);
         match prep_app.ingest.prepare(&raw) {
             // Set before `reply` is dropped, which wakes the request.
@@ -428,7 +429,8 @@ async fn record(
                 let _ = prep_app.writer.enqueue_blocking(p, reply);
             }
         }
-    }));
+    };
+    app.prepare.push(job);
     let written = committed.await;
     let prep = slot.lock().unwrap_or_else(|e| e.into_inner()).take();
     let (session, start) = match prep {

@@ -26,6 +26,16 @@ pub(crate) const OLD_MIGRATION_SQL: &[&str] = MIGRATION_SQL;
 /// Migration 006: its SQL, then a Rust step for the data (`store::upgrade`).
 const FIDELITY_SQL: &str = include_str!("../../../migrations/006_fidelity.sql");
 
+/// WAL pages after which a commit checkpoints (SQLite's default is 1,000, about 4 MB). Every
+/// commit of a few events appends about 15 pages (the table's and each index's last leaf, the
+/// counters), mostly the same pages again, so at 1,000 an ingest burst checkpointed every ~80
+/// events: two `fsync`s on the writer thread each time, and the same hot pages copied back again
+/// and again. At 10,000 (about 40 MB of WAL at most) nmemd spent measurably less CPU per event
+/// under `nmem-bench --ingest-only` (ARCHITECTURE.md, "The ingest path"). The cost is disk: after
+/// a burst the log file keeps its size (SQLite reuses it from the start) until maintenance
+/// (when idle, at most every 6 hours) or shutdown truncates it.
+pub const WAL_AUTOCHECKPOINT: i64 = 10_000;
+
 /// The schema version this build writes (`PRAGMA user_version` after migrating).
 pub const SCHEMA_VERSION: u32 = (MIGRATION_SQL.len() + 1 + LATER_SQL.len()) as u32;
 
@@ -109,6 +119,8 @@ pub fn open_writer(path: &Path) -> Result<Connection, OpenError> {
          PRAGMA cache_size = -8192;",
     )
     .map_err(sql)?;
+    conn.pragma_update(None, "wal_autocheckpoint", WAL_AUTOCHECKPOINT)
+        .map_err(sql)?;
     // The full-text triggers compute the identifier words of a changed row.
     super::terms::register(&conn).map_err(sql)?;
     migrations()
@@ -168,6 +180,29 @@ mod tests {
         drop(conn);
         // Reopening an existing file is fine and changes nothing.
         open_writer(&db).unwrap();
+    }
+
+    /// An ingest burst is not checkpointed every 1,000 pages (SQLite's default, two `fsync`s on
+    /// the writer each time): the log keeps growing up to [`WAL_AUTOCHECKPOINT`] pages.
+    #[test]
+    fn the_writer_checkpoints_only_past_its_wal_bound() {
+        let db = temp_db("walbound");
+        let conn = open_writer(&db).unwrap();
+        conn.execute_batch("CREATE TABLE burst(x TEXT)").unwrap();
+        // One commit per row, each at least one page in the log: past SQLite's default bound.
+        for i in 0..1_500 {
+            conn.execute("INSERT INTO burst VALUES (?1)", [format!("row {i}")])
+                .unwrap();
+        }
+        let (_, log, _): (i64, i64, i64) = conn
+            .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+            })
+            .unwrap();
+        assert!(
+            (1_500..WAL_AUTOCHECKPOINT).contains(&log),
+            "{log} frames in the log: it was checkpointed before its bound"
+        );
     }
 
     /// A file written before 007 is migrated once: sessions gain `worktree` and `branch`, and
