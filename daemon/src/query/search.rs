@@ -20,7 +20,7 @@ use super::fts_query::{self, LexPlan, ALL_WORDS, MAX_QUERY_BYTES};
 use super::{catch_up_index, clamp, millis, project_of, QueryError};
 use crate::app::App;
 use crate::config::SearchConfig;
-use crate::semantic::{Availability, Key, Semantic};
+use crate::semantic::{Availability, Bounded, Key, Semantic};
 use crate::store::bm25;
 use nmem_proto::obs::ObsType;
 use nmem_proto::query::{
@@ -122,8 +122,9 @@ pub async fn search(app: &App, req: SearchRequest) -> Result<SearchReply, QueryE
              from lexical results until it is done"
         ));
     }
-    // The query is embedded (in the child process) while the lexical sources run on a reader:
-    // the two take similar times, so hybrid search costs about the slower of them.
+    // The query is embedded (in the child process) and its nearest vectors found on one reader
+    // while the lexical sources run on another: hybrid search costs about the slower of the two
+    // chains, not their sum.
     let plan = Arc::new(plan);
     let lexical = {
         let plan = plan.clone();
@@ -132,7 +133,14 @@ pub async fn search(app: &App, req: SearchRequest) -> Result<SearchReply, QueryE
     let embedding = async {
         match mode {
             SearchMode::Lexical => None,
-            _ => Some(app.semantic.embed_query(text.clone()).await),
+            _ => Some(match app.semantic.embed_query(text.clone()).await {
+                Ok((name, v)) => {
+                    let (plan, q) = (plan.clone(), v.clone());
+                    let near = app.readers.run(move |c| Ok(plan.nearest(c, &q))).await;
+                    Ok((name, v, near))
+                }
+                Err(e) => Err(e),
+            }),
         }
     };
     let (lexical, embedding) = tokio::join!(lexical, embedding);
@@ -141,9 +149,13 @@ pub async fn search(app: &App, req: SearchRequest) -> Result<SearchReply, QueryE
     let mut query_vec = None;
     match embedding {
         None => {}
-        Some(Ok((name, v))) => {
+        Some(Ok((name, v, near))) => {
+            let (near, bounded) = near??;
+            if let Some(b) = bounded {
+                notes.push(bounded_note(b));
+            }
             model = Some(name);
-            query_vec = Some(v);
+            query_vec = Some((v, near));
         }
         Some(Err(e)) if mode == SearchMode::Semantic => {
             return Err(QueryError::Read(format!(
@@ -159,7 +171,7 @@ pub async fn search(app: &App, req: SearchRequest) -> Result<SearchReply, QueryE
     }
     let items = app
         .readers
-        .run(move |c| Ok(plan.finish(c, lists, found, query_vec.as_deref())))
+        .run(move |c| Ok(plan.finish(c, lists, found, query_vec)))
         .await??;
     Ok(SearchReply {
         items,
@@ -179,6 +191,16 @@ pub async fn search(app: &App, req: SearchRequest) -> Result<SearchReply, QueryE
 struct Signatures {
     obs: Option<Vec<u8>>,
     prompts: Option<Vec<u8>>,
+}
+
+/// The reply's note when semantic search compared the query with the newest rows only.
+fn bounded_note(b: Bounded) -> String {
+    format!(
+        "semantic search compared the query with the newest {} of {} rows with vectors (their \
+         codes fill half of `[embed] cache_mb`); older rows were found by their words only (a larger \
+         `[embed] cache_mb` holds more)",
+        b.searched, b.total
+    )
 }
 
 struct Plan {
@@ -284,28 +306,37 @@ impl Plan {
         Ok((lists, found))
     }
 
-    /// The semantic source (when the query was embedded), the candidates only it or the
-    /// context found, fused and ordered.
+    /// The rows nearest to the query's vector (the semantic source's candidates), and whether
+    /// only the newest rows were compared.
+    #[allow(clippy::type_complexity)]
+    fn nearest(
+        &self,
+        c: &Connection,
+        q: &[f32],
+    ) -> Result<(Vec<(Key, f32)>, Option<Bounded>), QueryError> {
+        // Oversample when filters will drop candidates.
+        let filtered = !self.types.is_empty()
+            || !self.files.is_empty()
+            || self.from.is_some()
+            || self.to.is_some();
+        let pool = self.pool();
+        let n = if filtered { pool * 4 } else { pool } as usize;
+        self.semantic
+            .nearest(c, self.project.as_deref(), q, n, self.prompts)
+            .map_err(|e| QueryError::Read(e.to_string()))
+    }
+
+    /// The semantic source (when the query was embedded: its vector and nearest rows), the
+    /// candidates only it or the context found, fused and ordered.
     fn finish(
         &self,
         c: &Connection,
         mut lists: Vec<Ranked>,
         mut found: HashMap<Key, SearchHit>,
-        query_vec: Option<&[f32]>,
+        query_vec: Option<(Vec<f32>, Vec<(Key, f32)>)>,
     ) -> Result<Vec<SearchHit>, QueryError> {
-        let pool = self.pool();
-        if let Some(q) = query_vec {
-            // Oversample when filters will drop candidates.
-            let filtered = !self.types.is_empty()
-                || !self.files.is_empty()
-                || self.from.is_some()
-                || self.to.is_some();
-            let n = if filtered { pool * 4 } else { pool } as usize;
-            let near = self
-                .semantic
-                .nearest(c, self.project.as_deref(), q, n, self.prompts)
-                .map_err(|e| QueryError::Read(e.to_string()))?;
-            let mut near = near;
+        if let Some((q, mut near)) = query_vec {
+            let q = &q[..];
             if self.cfg.semantic_all {
                 // Every other candidate's similarity too, so the list ranks them all.
                 let others: Vec<Key> = lists
