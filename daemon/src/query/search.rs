@@ -196,8 +196,8 @@ struct Signatures {
 /// The reply's note when semantic search compared the query with the newest rows only.
 fn bounded_note(b: Bounded) -> String {
     format!(
-        "semantic search compared the query with the newest {} of {} rows with vectors (their \
-         codes fill half of `[embed] cache_mb`); older rows were found by their words only (a larger \
+        "semantic search compared the query with the newest {} of {} rows (their codes fill \
+         half of `[embed] cache_mb`); older rows were found by their words only (a larger \
          `[embed] cache_mb` holds more)",
         b.searched, b.total
     )

@@ -20,11 +20,11 @@ struct Codes {
     /// `words` u64 per key.
     codes: Vec<u64>,
     last_used: u64,
-    /// Only the newest rows are here: how many rows of the scope have vectors in all.
+    /// Only the newest rows are here: how many rows the scope holds in all.
     partial: Option<u64>,
 }
 
-/// A search that compared the query with the newest `searched` of the scope's `total` vectors.
+/// A search that compared the query with the newest `searched` of the scope's `total` rows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Bounded {
     pub searched: u64,
@@ -103,9 +103,18 @@ impl Cache {
             return Ok(None);
         }
         if !self.entries.contains_key(&entry_key) {
-            let codes = match load(c, active, project, self.cap)? {
+            // The scope's rows, counted on a compact index (the vector tables have none: counting
+            // them would read every vector), tell whether its codes can fit at all.
+            let rows = scope_rows(c, project)?;
+            let per_row = std::mem::size_of::<Key>() + words * 8;
+            let whole = if (rows[0] + rows[1]) as usize * per_row <= self.cap {
+                load(c, active, project, self.cap)?
+            } else {
+                None
+            };
+            let codes = match whole {
                 Some(codes) => codes,
-                None => match load_newest(c, active, project, self.cap / 2)? {
+                None => match load_newest(c, active, project, self.cap / 2, rows)? {
                     Some(codes) => codes,
                     None => {
                         self.too_big.insert(entry_key);
@@ -210,27 +219,32 @@ fn load(
     Ok(Some(codes))
 }
 
+/// How many observations and prompts the scope holds (every project: `None`).
+fn scope_rows(c: &Connection, project: Option<&str>) -> rusqlite::Result<[u64; 2]> {
+    let mut out = [0u64; 2];
+    for (i, table) in ["observations", "prompts"].into_iter().enumerate() {
+        let sql = match project {
+            Some(_) => format!("SELECT COUNT(*) FROM {table} WHERE project = ?1"),
+            None => format!("SELECT COUNT(*) FROM {table} WHERE ?1 IS NULL"),
+        };
+        out[i] = c.query_row(&sql, [project], |r| r.get::<_, i64>(0))? as u64;
+    }
+    Ok(out)
+}
+
 /// The codes of a scope's newest rows within `cap` bytes, observations and prompts in
-/// proportion to their vectors; `None` when not one row fits.
+/// proportion to their rows (`counts`); `None` when not one row fits.
 fn load_newest(
     c: &Connection,
     active: &Active,
     project: Option<&str>,
     cap: usize,
+    counts: [u64; 2],
 ) -> rusqlite::Result<Option<Codes>> {
     let per_row = std::mem::size_of::<Key>() + active.dim.div_ceil(64) * 8;
     let rows = (cap / per_row) as u64;
     if rows == 0 {
         return Ok(None);
-    }
-    let mut counts = [0u64; 2];
-    for (i, (sql, _)) in vector_queries(project).into_iter().enumerate() {
-        let count = sql
-            .replacen("v.id, v.vec, v.scale", "COUNT(*)", 1)
-            .replacen("id, vec, scale", "COUNT(*)", 1);
-        counts[i] = c.query_row(&count, rusqlite::params![project, active.db_id], |r| {
-            r.get::<_, i64>(0)
-        })? as u64;
     }
     let total = counts[0] + counts[1];
     let obs_rows = (rows * counts[0] / total.max(1)).min(counts[0]);
