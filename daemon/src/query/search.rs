@@ -20,7 +20,10 @@ use super::fts_query::{self, LexPlan, ALL_WORDS, MAX_QUERY_BYTES};
 use super::{catch_up_index, clamp, millis, project_of, QueryError};
 use crate::app::App;
 use crate::config::SearchConfig;
-use crate::semantic::{Availability, Bounded, Key, Semantic};
+use crate::semantic::{Availability, Bounded, Key, Nearest, Semantic};
+
+/// The semantic source's rows and their similarity to the query.
+type Near = Vec<(Key, f32)>;
 use crate::store::bm25;
 use nmem_proto::obs::ObsType;
 use nmem_proto::query::{
@@ -309,11 +312,7 @@ impl Plan {
     /// The rows nearest to the query's vector (the semantic source's candidates), and whether
     /// only the newest rows were compared.
     #[allow(clippy::type_complexity)]
-    fn nearest(
-        &self,
-        c: &Connection,
-        q: &[f32],
-    ) -> Result<(Vec<(Key, f32)>, Option<Bounded>), QueryError> {
+    fn nearest(&self, c: &Connection, q: &[f32]) -> Result<Nearest, QueryError> {
         // Oversample when filters will drop candidates.
         let filtered = !self.types.is_empty()
             || !self.files.is_empty()
@@ -333,7 +332,7 @@ impl Plan {
         c: &Connection,
         mut lists: Vec<Ranked>,
         mut found: HashMap<Key, SearchHit>,
-        query_vec: Option<(Vec<f32>, Vec<(Key, f32)>)>,
+        query_vec: Option<(Vec<f32>, Near)>,
     ) -> Result<Vec<SearchHit>, QueryError> {
         if let Some((q, mut near)) = query_vec {
             let q = &q[..];

@@ -18,6 +18,9 @@ mod index;
 pub use backfill::spawn_backfill;
 pub use index::Bounded;
 
+/// The nearest rows with their similarity, and whether only the newest rows were compared.
+pub type Nearest = (Vec<(Key, f32)>, Option<Bounded>);
+
 use crate::config::EmbedConfig;
 use nmem_embed::protocol::EmbedChild;
 use rusqlite::{Connection, OptionalExtension};
@@ -276,7 +279,7 @@ impl Semantic {
         q: &[f32],
         n: usize,
         prompts: bool,
-    ) -> rusqlite::Result<(Vec<(Key, f32)>, Option<Bounded>)> {
+    ) -> rusqlite::Result<Nearest> {
         let Some(active) = self.active() else {
             return Ok((Vec::new(), None));
         };

@@ -35,10 +35,13 @@ pub struct DocFreq {
     inner: Mutex<Inner>,
 }
 
+/// Phrase tokens → rows matched.
+type Counts = HashMap<Vec<u8>, i64>;
+
 #[derive(Default)]
 struct Inner {
     /// (signature, phrase tokens → rows matched), newest last.
-    states: Vec<(Vec<u8>, HashMap<Vec<u8>, i64>)>,
+    states: Vec<(Vec<u8>, Counts)>,
     /// Counts walked (for tests and figures).
     walked: u64,
 }
@@ -347,7 +350,8 @@ unsafe extern "C" fn nmem_bm25(
     for (idf, f) in d.idf.iter().zip(&d.freq) {
         score += idf * ((f * (K1 + 1.0)) / (f + K1 * (1.0 - B + B * dl / d.avgdl)));
     }
-    ffi::sqlite3_result_double(ctx, -1.0 * score);
+    // bm25() returns `-1.0 * score`: the same bits as the negation.
+    ffi::sqlite3_result_double(ctx, -score);
 }
 
 #[cfg(test)]
