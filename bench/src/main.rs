@@ -894,7 +894,7 @@ fn queries(socket: &Path, observations: u64, report: &mut Report, tag: &str) -> 
     for q in QUERIES {
         post(
             wire::PATH_SEARCH,
-            serde_json::json!({"query": q, "project": null}),
+            serde_json::json!({"query": q, "project": null, "mode": "lexical"}),
         )?;
     }
     let mut all = Vec::new();
@@ -902,9 +902,11 @@ fn queries(socket: &Path, observations: u64, report: &mut Report, tag: &str) -> 
         let mut times = Vec::new();
         for q in QUERIES {
             for project in [serde_json::json!("acme-api"), serde_json::Value::Null] {
+                // Lexical: these lines are the lexical budget's, also when a model is installed
+                // (a --search-only home keeps the one imported for the hybrid lines).
                 times.push(post(
                     wire::PATH_SEARCH,
-                    serde_json::json!({"query": q, "project": project, "order_by": order}),
+                    serde_json::json!({"query": q, "project": project, "order_by": order, "mode": "lexical"}),
                 )?);
             }
         }
