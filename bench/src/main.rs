@@ -4,6 +4,8 @@
 //! Usage: nmem-bench [--runs N] [--events N] [--scales 10000,100000,1000000]
 //!                   [--import-records N] [--model WHEEL_OR_DIR] [--json PATH]
 //!        nmem-bench --fill DIR [--scale N]   (only build a corpus database in DIR, and keep it)
+//!        nmem-bench --search-only --corpus DIR [--model WHEEL_OR_DIR] [--home HOME]
+//!                   (only the search and hybrid lines on a copy of that database)
 //!        nmem-bench --eval eval/nmem-eval.json [--model WHEEL_OR_DIR] [--config TOML]
 //!                   [--ablate A.toml,B.toml] [--json PATH] [--keep DIR]   (score retrieval, see eval.rs)
 //!
@@ -40,6 +42,11 @@ Usage:
       only the two sustained-ingest lines (socket API, 8 connections; parallel `nmem record`),
       each in a fresh daemon, N rounds (default 1): for A/B runs of the daemon's write path
       (NMEM_BIN_DIR picks the binaries under test).
+  nmem-bench --search-only --corpus DIR [--model WHEEL_OR_DIR] [--home HOME] [--json PATH]
+      only the search lines (lexical in every order, timeline, recent_context; with --model the
+      synthetic vectors and hybrid search) on a copy of a --fill database, and their budgets: a
+      few minutes instead of the whole run. --home HOME keeps the copy (vectors included) in
+      HOME and measures it as it is when given again (never the --corpus folder itself).
   nmem-bench --fill DIR [--scale N]
       only build a corpus database in DIR, and keep it. The main run's --corpus DIR measures a
       copy of that database at the largest of --scales instead of building one.
@@ -80,7 +87,7 @@ const VALUE_OPTIONS: &[&str] = &[
     "--home",
     "--against",
 ];
-const SWITCHES: &[&str] = &["--hook", "--ingest-only"];
+const SWITCHES: &[&str] = &["--hook", "--ingest-only", "--search-only"];
 
 /// The first argument that is not an option nmem-bench knows, or an option missing its value.
 fn bad_argument(args: &[String]) -> Option<String> {
@@ -182,6 +189,22 @@ fn main() -> anyhow::Result<()> {
         let t_true = spawn_times(20, || Command::new("/bin/true"), None);
         at_scale(&bins, &dir, scale, 20, &mut report, &t_true, None)?;
         return Ok(());
+    }
+    if args.iter().any(|a| a == "--search-only") {
+        let Some(corpus) = opt("--corpus") else {
+            eprintln!(
+                "nmem-bench: --search-only measures a --fill database: give it with --corpus DIR"
+            );
+            std::process::exit(2);
+        };
+        let model = opt("--model").map(PathBuf::from);
+        return search_only(
+            &bins,
+            Path::new(&corpus),
+            opt("--home").map(PathBuf::from),
+            model.as_deref(),
+            json_out.as_deref(),
+        );
     }
     let home = std::env::temp_dir().join(format!("nmem-bench-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&home);
@@ -563,6 +586,98 @@ fn start_daemon(bins: &Path, home: &Path) -> anyhow::Result<Daemon> {
     Ok(Daemon(Some(child)))
 }
 
+/// `--search-only`: the search lines (and with a model, the hybrid ones) on a copy of a `--fill`
+/// database, with their budgets.
+fn search_only(
+    bins: &Path,
+    corpus: &Path,
+    keep: Option<PathBuf>,
+    model: Option<&Path>,
+    json_out: Option<&str>,
+) -> anyhow::Result<()> {
+    let start = Instant::now();
+    let home = keep
+        .clone()
+        .unwrap_or_else(|| std::env::temp_dir().join(format!("nmem-bench-{}", std::process::id())));
+    anyhow::ensure!(
+        home.canonicalize().ok() != corpus.canonicalize().ok(),
+        "--home must not be the --corpus folder: the copy is written to"
+    );
+    std::fs::create_dir_all(&home)?;
+    if !home.join("nmem.db").exists() {
+        anyhow::ensure!(
+            corpus.join("nmem.db").is_file(),
+            "{} holds no nmem.db: build one with nmem-bench --fill DIR",
+            corpus.display()
+        );
+        for f in ["nmem.db", "nmem.db-wal"] {
+            let from = corpus.join(f);
+            if from.exists() {
+                std::fs::copy(&from, home.join(f))?;
+            }
+        }
+        println!("corpus database copied from {}", corpus.display());
+    } else {
+        println!("measuring {} as it is", home.display());
+    }
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    println!(
+        "binaries: {}; load average: {}",
+        bins.display(),
+        load.trim()
+    );
+    let mut report = Report::default();
+    let mut daemon = start_daemon(bins, &home)?;
+    let socket = home.join("nmemd.sock");
+    let s = status(&socket)?;
+    // Named after the nearest scale, as the main run's --corpus is (946k observations: "1m").
+    let tag = scale_tag(10usize.pow((s.observations.max(1) as f64).log10().round() as u32));
+    queries(&socket, s.observations, &mut report, &tag)?;
+    let rss = std::fs::read_to_string(format!("/proc/{}/status", daemon.id())).unwrap_or_default();
+    if let Some(kb) = rss
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse::<f64>().ok())
+    {
+        println!(
+            "{:<48} {:>10.1} MB",
+            format!("nmemd RSS [{tag}]"),
+            kb / 1024.0
+        );
+        report.push(format!("nmemd_rss_mb_{tag}"), kb / 1024.0);
+    }
+    daemon.stop()?;
+    if let Some(model) = model {
+        let info = hybrid::import(model, &home)?;
+        let has_vectors: bool = rusqlite::Connection::open(home.join("nmem.db"))?.query_row(
+            "SELECT EXISTS (SELECT 1 FROM obs_vectors v JOIN embed_models m ON m.id = v.model
+             WHERE m.name = ?1 AND m.active = 1)",
+            [&info.id],
+            |r| r.get(0),
+        )?;
+        if !has_vectors {
+            let vectors = hybrid::fill_synthetic(&home.join("nmem.db"), &info)?;
+            println!(
+                "{vectors} synthetic vectors of {}, deterministic; queries embedded for real",
+                info.id
+            );
+        }
+        hybrid::queries(bins, &home, s.observations, &mut report, &tag)?;
+    }
+    println!();
+    budgets(&report, &tag);
+    println!("\nwhole run: {:.0} s", start.elapsed().as_secs_f64());
+    if let Some(path) = json_out {
+        std::fs::write(path, report.json())?;
+        println!("wrote {path}");
+    }
+    if keep.is_none() {
+        let _ = std::fs::remove_dir_all(&home);
+    }
+    Ok(())
+}
+
 fn at_scale(
     bins: &Path,
     home: &Path,
@@ -779,7 +894,7 @@ fn queries(socket: &Path, observations: u64, report: &mut Report, tag: &str) -> 
     for q in QUERIES {
         post(
             wire::PATH_SEARCH,
-            serde_json::json!({"query": q, "project": null}),
+            serde_json::json!({"query": q, "project": null, "mode": "lexical"}),
         )?;
     }
     let mut all = Vec::new();
@@ -787,9 +902,11 @@ fn queries(socket: &Path, observations: u64, report: &mut Report, tag: &str) -> 
         let mut times = Vec::new();
         for q in QUERIES {
             for project in [serde_json::json!("acme-api"), serde_json::Value::Null] {
+                // Lexical: these lines are the lexical budget's, also when a model is installed
+                // (a --search-only home keeps the one imported for the hybrid lines).
                 times.push(post(
                     wire::PATH_SEARCH,
-                    serde_json::json!({"query": q, "project": project, "order_by": order}),
+                    serde_json::json!({"query": q, "project": project, "order_by": order, "mode": "lexical"}),
                 )?);
             }
         }

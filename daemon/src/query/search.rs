@@ -20,7 +20,11 @@ use super::fts_query::{self, LexPlan, ALL_WORDS, MAX_QUERY_BYTES, MEANINGFUL_WOR
 use super::{catch_up_index, clamp, millis, project_of, QueryError};
 use crate::app::App;
 use crate::config::SearchConfig;
-use crate::semantic::{Availability, Key, Semantic};
+use crate::semantic::{Availability, Bounded, Key, Nearest, Semantic};
+
+/// The semantic source's rows and their similarity to the query.
+type Near = Vec<(Key, f32)>;
+use crate::store::bm25;
 use nmem_proto::obs::ObsType;
 use nmem_proto::query::{
     OrderBy, QueryUse, RetrievalSource, SearchHit, SearchMode, SearchReply, SearchRequest,
@@ -121,8 +125,9 @@ pub async fn search(app: &App, req: SearchRequest) -> Result<SearchReply, QueryE
              from lexical results until it is done"
         ));
     }
-    // The query is embedded (in the child process) while the lexical sources run on a reader:
-    // the two take similar times, so hybrid search costs about the slower of them.
+    // The query is embedded (in the child process) and its nearest vectors found on one reader
+    // while the lexical sources run on another: hybrid search costs about the slower of the two
+    // chains, not their sum.
     let plan = Arc::new(plan);
     let lexical = {
         let plan = plan.clone();
@@ -131,7 +136,14 @@ pub async fn search(app: &App, req: SearchRequest) -> Result<SearchReply, QueryE
     let embedding = async {
         match mode {
             SearchMode::Lexical => None,
-            _ => Some(app.semantic.embed_query(text.clone()).await),
+            _ => Some(match app.semantic.embed_query(text.clone()).await {
+                Ok((name, v)) => {
+                    let (plan, q) = (plan.clone(), v.clone());
+                    let near = app.readers.run(move |c| Ok(plan.nearest(c, &q))).await;
+                    Ok((name, v, near))
+                }
+                Err(e) => Err(e),
+            }),
         }
     };
     let (lexical, embedding) = tokio::join!(lexical, embedding);
@@ -140,9 +152,13 @@ pub async fn search(app: &App, req: SearchRequest) -> Result<SearchReply, QueryE
     let mut query_vec = None;
     match embedding {
         None => {}
-        Some(Ok((name, v))) => {
+        Some(Ok((name, v, near))) => {
+            let (near, bounded) = near??;
+            if let Some(b) = bounded {
+                notes.push(bounded_note(b));
+            }
             model = Some(name);
-            query_vec = Some(v);
+            query_vec = Some((v, near));
         }
         Some(Err(e)) if mode == SearchMode::Semantic => {
             return Err(QueryError::Read(format!(
@@ -158,7 +174,7 @@ pub async fn search(app: &App, req: SearchRequest) -> Result<SearchReply, QueryE
     }
     let items = app
         .readers
-        .run(move |c| Ok(plan.finish(c, lists, found, query_vec.as_deref())))
+        .run(move |c| Ok(plan.finish(c, lists, found, query_vec)))
         .await??;
     Ok(SearchReply {
         items,
@@ -171,6 +187,23 @@ pub async fn search(app: &App, req: SearchRequest) -> Result<SearchReply, QueryE
         },
         notes,
     })
+}
+
+/// The FTS index signatures of one read transaction ([`bm25::signature`]).
+#[derive(Default)]
+struct Signatures {
+    obs: Option<Vec<u8>>,
+    prompts: Option<Vec<u8>>,
+}
+
+/// The reply's note when semantic search compared the query with the newest rows only.
+fn bounded_note(b: Bounded) -> String {
+    format!(
+        "semantic search compared the query with the newest {} of {} rows (their codes fill \
+         half of `[embed] cache_mb`); older rows were found by their words only (a larger \
+         `[embed] cache_mb` holds more)",
+        b.searched, b.total
+    )
 }
 
 struct Plan {
@@ -238,6 +271,11 @@ impl Plan {
         let mut found: HashMap<Key, SearchHit> = HashMap::new();
         let mut lists: Vec<Ranked> = Vec::new();
         if self.mode != SearchMode::Semantic && !self.lex.strict.is_empty() {
+            // Every tier reads one snapshot, and the index signatures are that snapshot's: the
+            // phrase counts `nmem_bm25` remembers are used only for the index they were
+            // counted on.
+            let tx = c.unchecked_transaction().map_err(fts_error)?;
+            let sigs = self.signatures(&tx)?;
             let tiers = std::iter::once((ALL_WORDS, &self.lex.strict, self.cfg.weight_all_words))
                 .chain(self.lex.fallbacks.iter().map(|t| {
                     let w = match t.name {
@@ -253,7 +291,7 @@ impl Plan {
                 if found.len() as i64 >= pool {
                     break;
                 }
-                let hits = self.run_query(c, fts, pool)?;
+                let hits = self.run_query(&tx, fts, pool, &sigs)?;
                 let mut list = Ranked::new("lexical", Some(name), weight);
                 for h in hits {
                     list.keys.push(key(&h));
@@ -262,7 +300,7 @@ impl Plan {
                 lists.push(list);
             }
             if self.cfg.context && self.wants_observations() {
-                let ctx = self.context(c, &lists)?;
+                let ctx = self.context(&tx, &lists)?;
                 if !ctx.keys.is_empty() {
                     lists.push(ctx);
                 }
@@ -271,28 +309,33 @@ impl Plan {
         Ok((lists, found))
     }
 
-    /// The semantic source (when the query was embedded), the candidates only it or the
-    /// context found, fused and ordered.
+    /// The rows nearest to the query's vector (the semantic source's candidates), and whether
+    /// only the newest rows were compared.
+    #[allow(clippy::type_complexity)]
+    fn nearest(&self, c: &Connection, q: &[f32]) -> Result<Nearest, QueryError> {
+        // Oversample when filters will drop candidates.
+        let filtered = !self.types.is_empty()
+            || !self.files.is_empty()
+            || self.from.is_some()
+            || self.to.is_some();
+        let pool = self.pool();
+        let n = if filtered { pool * 4 } else { pool } as usize;
+        self.semantic
+            .nearest(c, self.project.as_deref(), q, n, self.prompts)
+            .map_err(|e| QueryError::Read(e.to_string()))
+    }
+
+    /// The semantic source (when the query was embedded: its vector and nearest rows), the
+    /// candidates only it or the context found, fused and ordered.
     fn finish(
         &self,
         c: &Connection,
         mut lists: Vec<Ranked>,
         mut found: HashMap<Key, SearchHit>,
-        query_vec: Option<&[f32]>,
+        query_vec: Option<(Vec<f32>, Near)>,
     ) -> Result<Vec<SearchHit>, QueryError> {
-        let pool = self.pool();
-        if let Some(q) = query_vec {
-            // Oversample when filters will drop candidates.
-            let filtered = !self.types.is_empty()
-                || !self.files.is_empty()
-                || self.from.is_some()
-                || self.to.is_some();
-            let n = if filtered { pool * 4 } else { pool } as usize;
-            let near = self
-                .semantic
-                .nearest(c, self.project.as_deref(), q, n, self.prompts)
-                .map_err(|e| QueryError::Read(e.to_string()))?;
-            let mut near = near;
+        if let Some((q, mut near)) = query_vec {
+            let q = &q[..];
             if self.cfg.semantic_all {
                 // Every other candidate's similarity too, so the list ranks them all.
                 let others: Vec<Key> = lists
@@ -389,6 +432,7 @@ impl Plan {
         c: &Connection,
         fts: &str,
         pool: i64,
+        sigs: &Signatures,
     ) -> Result<Vec<SearchHit>, QueryError> {
         let want = match self.order {
             OrderBy::Blended => pool + pool.min(BLEND_POOL),
@@ -401,10 +445,10 @@ impl Plan {
             .collect();
         let mut hits = Vec::new();
         if self.types.is_empty() || !obs_types.is_empty() {
-            hits.extend(self.observations(c, fts, &obs_types, want)?);
+            hits.extend(self.observations(c, fts, &obs_types, want, sigs)?);
         }
         if let Some(sources) = self.prompt_sources() {
-            hits.extend(self.prompts(c, fts, &sources, want)?);
+            hits.extend(self.prompts(c, fts, &sources, want, sigs)?);
         }
         match self.order {
             OrderBy::Relevance | OrderBy::Blended => {
@@ -488,10 +532,11 @@ impl Plan {
         fts: &str,
         types: &[&String],
         want: i64,
+        sigs: &Signatures,
     ) -> Result<Vec<SearchHit>, QueryError> {
         let mut hits = Vec::new();
         for cap in self.caps(want) {
-            hits = self.observations_within(c, fts, types, want, cap)?;
+            hits = self.observations_within(c, fts, types, want, cap, sigs)?;
             if hits.len() as i64 >= want {
                 break;
             }
@@ -506,9 +551,10 @@ impl Plan {
         types: &[&String],
         want: i64,
         cap: Option<i64>,
+        sigs: &Signatures,
     ) -> Result<Vec<SearchHit>, QueryError> {
         let mut args = Vec::new();
-        let mut sql = self.matches("observations", cap, &mut args, fts);
+        let mut sql = self.matches("observations", cap, &mut args, fts, sigs.obs.as_deref());
         sql.push_str(&format!(
             " SELECT {OBS_HIT}, m.score FROM m JOIN observations o ON o.id = m.id WHERE 1"
         ));
@@ -530,10 +576,32 @@ impl Plan {
         }
     }
 
+    /// The index signatures under which `nmem_bm25` may reuse phrase counts: only for plain
+    /// text searched in both columns (a column filter changes what a phrase counts; FTS syntax
+    /// may hold one), `None` otherwise (counted afresh, as `bm25()` does).
+    fn signatures(&self, c: &Connection) -> Result<Signatures, QueryError> {
+        if self.lex.syntax || !self.cfg.split_identifiers {
+            return Ok(Signatures::default());
+        }
+        let sig = |t| bm25::signature(c, t).map(Some).map_err(fts_error);
+        Ok(Signatures {
+            obs: sig("observations_fts")?,
+            prompts: sig("prompts_fts")?,
+        })
+    }
+
     /// The matches of the FTS table (of the project, when there is one), newest first (oldest
     /// first for `date_asc`), at most `cap`, with their BM25 rank (identifier words weighted
-    /// lower than the text). Binds the query, then the project.
-    fn matches(&self, table: &str, cap: Option<i64>, args: &mut Vec<Sql>, fts: &str) -> String {
+    /// lower than the text; `bm25()`'s score, its phrase counts remembered per index state
+    /// when `sig` is given: [`bm25`]). Binds the signature, the query, then the project.
+    fn matches(
+        &self,
+        table: &str,
+        cap: Option<i64>,
+        args: &mut Vec<Sql>,
+        fts: &str,
+        sig: Option<&[u8]>,
+    ) -> String {
         let dir = if self.order == OrderBy::DateAsc {
             "ASC"
         } else {
@@ -547,15 +615,16 @@ impl Plan {
         } else {
             format!("{{content}} : ({fts})")
         };
+        args.push(Sql::Blob(sig.map(<[u8]>::to_vec).unwrap_or_default()));
         args.push(Sql::Text(fts));
         match &self.project {
             None => format!(
-                "WITH m AS (SELECT rowid AS id, bm25({table}_fts, 1.0, {w:.3}) AS score FROM {table}_fts WHERE {table}_fts MATCH ? ORDER BY rowid {dir}{limit})"
+                "WITH m AS (SELECT rowid AS id, nmem_bm25({table}_fts, 1.0, {w:.3}, ?) AS score FROM {table}_fts WHERE {table}_fts MATCH ? ORDER BY rowid {dir}{limit})"
             ),
             Some(p) => {
                 args.push(Sql::Text(p.clone()));
                 format!(
-                    "WITH m AS (SELECT {table}_fts.rowid AS id, bm25({table}_fts, 1.0, {w:.3}) AS score FROM {table}_fts \
+                    "WITH m AS (SELECT {table}_fts.rowid AS id, nmem_bm25({table}_fts, 1.0, {w:.3}, ?) AS score FROM {table}_fts \
                      JOIN {table} x INDEXED BY idx_{short}_id_project ON x.id = {table}_fts.rowid \
                      WHERE {table}_fts MATCH ? AND x.project = ? ORDER BY {table}_fts.rowid {dir}{limit})",
                     short = if table == "observations" { "obs" } else { "prompts" }
@@ -570,10 +639,11 @@ impl Plan {
         fts: &str,
         sources: &[&str],
         want: i64,
+        sigs: &Signatures,
     ) -> Result<Vec<SearchHit>, QueryError> {
         let mut hits = Vec::new();
         for cap in self.caps(want) {
-            hits = self.prompts_within(c, fts, sources, want, cap)?;
+            hits = self.prompts_within(c, fts, sources, want, cap, sigs)?;
             if hits.len() as i64 >= want {
                 break;
             }
@@ -588,9 +658,10 @@ impl Plan {
         sources: &[&str],
         want: i64,
         cap: Option<i64>,
+        sigs: &Signatures,
     ) -> Result<Vec<SearchHit>, QueryError> {
         let mut args = Vec::new();
-        let mut sql = self.matches("prompts", cap, &mut args, fts);
+        let mut sql = self.matches("prompts", cap, &mut args, fts, sigs.prompts.as_deref());
         sql.push_str(&format!(
             " SELECT {PROMPT_HIT}, m.score FROM m JOIN prompts p ON p.id = m.id WHERE 1"
         ));

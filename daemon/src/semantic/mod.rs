@@ -16,6 +16,10 @@ mod backfill;
 mod index;
 
 pub use backfill::spawn_backfill;
+pub use index::Bounded;
+
+/// The nearest rows with their similarity, and whether only the newest rows were compared.
+pub type Nearest = (Vec<(Key, f32)>, Option<Bounded>);
 
 use crate::config::EmbedConfig;
 use nmem_embed::protocol::EmbedChild;
@@ -265,8 +269,9 @@ impl Semantic {
     }
 
     /// The `n` nearest rows of a project (every project: `None`) to `q`: binary codes in memory
-    /// pick candidates, their int8 vectors rescore them; a project too big for the code cache
-    /// is scanned exactly instead.
+    /// pick candidates, their int8 vectors rescore them. A project whose codes exceed the code
+    /// cache is searched among its newest rows (and `Bounded` says how many of how many); with
+    /// no room for codes at all it is scanned exactly instead.
     pub fn nearest(
         &self,
         c: &Connection,
@@ -274,20 +279,23 @@ impl Semantic {
         q: &[f32],
         n: usize,
         prompts: bool,
-    ) -> rusqlite::Result<Vec<(Key, f32)>> {
+    ) -> rusqlite::Result<Nearest> {
         let Some(active) = self.active() else {
-            return Ok(Vec::new());
+            return Ok((Vec::new(), None));
         };
         if q.len() != active.dim {
-            return Ok(Vec::new());
+            return Ok((Vec::new(), None));
         }
         let candidates = {
             let mut cache = self.index.lock().unwrap_or_else(|e| e.into_inner());
             cache.candidates(c, &active, project, q, (n * 8).max(400), prompts)?
         };
         match candidates {
-            Some(candidates) => index::rescore(c, &active, q, candidates, n),
-            None => index::scan(c, &active, project, q, n, prompts),
+            Some((candidates, bounded)) => Ok((
+                index::rescore(c, &active, q, candidates, n)?,
+                bounded.filter(|b| b.searched < b.total),
+            )),
+            None => Ok((index::scan(c, &active, project, q, n, prompts)?, None)),
         }
     }
 

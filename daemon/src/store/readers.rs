@@ -23,6 +23,8 @@ pub struct Readers {
     pool: Arc<Mutex<Vec<Connection>>>,
     budget: Duration,
     stopping: Arc<AtomicBool>,
+    /// The phrase counts `nmem_bm25` remembers, shared by every connection of the pool.
+    docfreq: Arc<super::bm25::DocFreq>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -60,7 +62,15 @@ impl Readers {
             pool: Arc::new(Mutex::new(Vec::new())),
             budget,
             stopping: Arc::new(AtomicBool::new(false)),
+            docfreq: Default::default(),
         }
+    }
+
+    /// A new read-only connection, with `nmem_bm25` registered.
+    fn open(&self) -> rusqlite::Result<Connection> {
+        let conn = super::schema::open_reader(&self.path)?;
+        super::bm25::register(&conn, self.docfreq.clone())?;
+        Ok(conn)
     }
 
     /// Interrupt every running query, and every later one: the daemon is stopping.
@@ -90,12 +100,11 @@ impl Readers {
         T: Send + 'static,
         F: FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static,
     {
-        let path = self.path.clone();
         let this = self.clone();
         let cancel = Arc::new(AtomicBool::new(false));
         let _guard = CancelOnDrop(cancel.clone());
         tokio::task::spawn_blocking(move || {
-            let conn = super::schema::open_reader(&path)?;
+            let conn = this.open()?;
             conn.execute_batch("PRAGMA cache_size = -1024;")?;
             this.bounded(&conn, f, cancel, true)
         })
@@ -112,7 +121,7 @@ impl Readers {
         let conn = self.pool.lock().unwrap().pop();
         let conn = match conn {
             Some(c) => c,
-            None => super::schema::open_reader(&self.path)?,
+            None => self.open()?,
         };
         let out = self.bounded(&conn, f, Arc::new(AtomicBool::new(false)), false);
         let mut pool = self.pool.lock().unwrap();
@@ -130,7 +139,7 @@ impl Readers {
         let conn = self.pool.lock().unwrap().pop();
         let conn = match conn {
             Some(c) => c,
-            None => super::schema::open_reader(&self.path)?,
+            None => self.open()?,
         };
         let out = self.bounded(&conn, f, cancel, true);
         let mut pool = self.pool.lock().unwrap();
