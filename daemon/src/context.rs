@@ -21,6 +21,8 @@
 use crate::app::App;
 use crate::ingest::Project;
 use nmem_proto::harness::Harness;
+use nmem_proto::text::one_line;
+use nmem_proto::time::ago;
 use rusqlite::{params, Connection, OptionalExtension};
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -927,27 +929,6 @@ fn other_projects(
         Ok((r.get(0)?, r.get(1)?, r.get(2)?))
     })?;
     rows.collect()
-}
-
-fn one_line(s: &str, max: usize) -> String {
-    let flat: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
-    if flat.chars().count() <= max {
-        flat
-    } else {
-        let cut: String = flat.chars().take(max - 1).collect();
-        format!("{cut}…")
-    }
-}
-
-/// "5m ago", "3h ago", "2d ago".
-fn ago(now: i64, t: i64) -> String {
-    let s = ((now - t).max(0)) / 1000;
-    match s {
-        0..=59 => "just now".into(),
-        60..=3599 => format!("{}m ago", s / 60),
-        3600..=86_399 => format!("{}h ago", s / 3600),
-        _ => format!("{}d ago", s / 86_400),
-    }
 }
 
 #[cfg(test)]

@@ -268,8 +268,8 @@ fn print_human(s: &wire::Status) {
         );
         if let Some(t) = s.last_maintenance_ms {
             println!(
-                "maintained {} s ago",
-                (nmem_proto::now_ms() as u64).saturating_sub(t) / 1000
+                "maintained {}",
+                nmem_proto::time::ago(nmem_proto::now_ms(), t as i64)
             );
         }
         if s.paused {
