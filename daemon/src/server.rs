@@ -249,8 +249,6 @@ fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
 /// Read the event headers a shim sends with every payload.
 pub fn raw_event(headers: &HeaderMap, body: Bytes) -> Result<RawEvent, ApiError> {
     let bad = |m: String| ApiError::new(StatusCode::BAD_REQUEST, code::BAD_REQUEST, m);
-    let event_id = header(headers, wire::H_EVENT_ID).unwrap_or("");
-    check_event_id(event_id).map_err(bad)?;
     let received_at = match header(headers, wire::H_RECEIVED_AT) {
         None => nmem_proto::now_ms(),
         Some(v) => v
@@ -259,36 +257,13 @@ pub fn raw_event(headers: &HeaderMap, body: Bytes) -> Result<RawEvent, ApiError>
             .and_then(nmem_proto::time::check_stored_ms)
             .map_err(|e| bad(format!("`{}`: {e}", wire::H_RECEIVED_AT)))?,
     };
-    let harness = match header(headers, wire::H_HARNESS) {
-        None => Harness::ClaudeCode,
-        Some(h) => parse_harness(h).map_err(bad)?,
-    };
-    Ok(RawEvent {
-        event_id: event_id.to_string(),
+    RawEvent::new(
+        header(headers, wire::H_EVENT_ID).unwrap_or("").to_string(),
         received_at,
-        harness,
-        payload: body.to_vec(),
-    })
-}
-
-fn check_event_id(id: &str) -> Result<(), String> {
-    let ok = !id.is_empty()
-        && id.len() <= 64
-        && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
-    if ok {
-        Ok(())
-    } else {
-        Err(format!(
-            "`{}` must be 1-64 letters, digits or dashes",
-            wire::H_EVENT_ID
-        ))
-    }
-}
-
-fn parse_harness(h: &str) -> Result<Harness, String> {
-    Harness::parse(h).ok_or_else(|| {
-        format!("unknown harness `{h}`: one of claude-code, codex, codex-notify, gemini, cursor")
-    })
+        header(headers, wire::H_HARNESS).unwrap_or(Harness::ClaudeCode.as_str()),
+        body.to_vec(),
+    )
+    .map_err(bad)
 }
 
 /// `POST /v1/events/batch`: many events (JSON lines), prepared off the async workers, queued in
@@ -310,13 +285,12 @@ async fn record_batch(
                 serde_json::from_slice::<wire::BatchEvent<&serde_json::value::RawValue>>(line)
                     .map_err(|e| format!("not a batch event: {e}"))
                     .and_then(|e| {
-                        check_event_id(&e.event_id)?;
-                        Ok(RawEvent {
-                            harness: parse_harness(&e.harness)?,
-                            event_id: e.event_id,
-                            received_at: e.received_at,
-                            payload: e.payload.get().as_bytes().to_vec(),
-                        })
+                        RawEvent::new(
+                            e.event_id,
+                            e.received_at,
+                            &e.harness,
+                            e.payload.get().as_bytes().to_vec(),
+                        )
                     });
             let result = raw.and_then(|raw| {
                 prep_app.ingest.prepare(&raw).map_err(|e| {

@@ -20,7 +20,7 @@ pub async fn recent(app: &App, req: RecentRequest) -> Result<Vec<Observation>, Q
     } else {
         format!(
             "AND obs_type NOT IN ({})",
-            nmem_proto::obs::sql_list(&BOOKKEEPING)
+            nmem_proto::obs::sql_list(BOOKKEEPING)
         )
     };
     let rows = app
