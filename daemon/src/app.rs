@@ -98,12 +98,14 @@ pub async fn status(app: &App) -> Result<wire::Status, String> {
     let (sessions, prompts, observations, schema_version) = app
         .readers
         .run_once(|c| {
-            c.query_row(
-                "SELECT (SELECT COUNT(*) FROM sessions), (SELECT COUNT(*) FROM prompts),
-                        (SELECT COUNT(*) FROM observations), (SELECT user_version FROM pragma_user_version)",
-                [],
-                |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, r.get::<_, i64>(2)?, r.get::<_, i64>(3)?)),
-            )
+            c.query_row(nmem_proto::status::COUNTS_SQL, [], |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, i64>(1)?,
+                    r.get::<_, i64>(2)?,
+                    r.get::<_, i64>(3)?,
+                ))
+            })
         })
         .await
         .map_err(|e| e.to_string())?;

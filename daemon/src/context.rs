@@ -21,6 +21,9 @@
 use crate::app::App;
 use crate::ingest::Project;
 use nmem_proto::harness::Harness;
+use nmem_proto::obs::ObsType;
+use nmem_proto::text::one_line;
+use nmem_proto::time::ago;
 use rusqlite::{params, Connection, OptionalExtension};
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -578,15 +581,6 @@ pub fn render(
     Some(out)
 }
 
-/// Observations that are bookkeeping, not work done for an intent.
-const NOT_ACTIONS: &[&str] = &[
-    "turn_end",
-    "compaction",
-    "compact_summary",
-    "api_error",
-    "subagent_end",
-];
-
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Intent {
     t: i64,
@@ -617,7 +611,9 @@ fn recent_intents(
         let kinds: Vec<(String, i64)> = count
             .query_map([id], |r| Ok((r.get(0)?, r.get(1)?)))?
             .collect::<Result<_, _>>()?;
-        let is_action = |k: &str| !NOT_ACTIONS.contains(&k) && !k.starts_with("session_");
+        // Bookkeeping (starts, turn ends, compactions) is not work done for an intent; a type
+        // this version does not know is counted as work.
+        let is_action = |k: &str| !ObsType::from_name(k).is_some_and(ObsType::is_bookkeeping);
         let actions = kinds
             .iter()
             .filter(|(k, _)| is_action(k))
@@ -899,12 +895,12 @@ fn last_actions(
     let Some(target) = target else {
         return Ok(Vec::new());
     };
-    let mut stmt = c.prepare_cached(
+    let mut stmt = c.prepare_cached(&format!(
         "SELECT timestamp, obs_type, content FROM observations
-         WHERE session_id = ?1 AND obs_type NOT LIKE 'session_%'
-           AND obs_type NOT IN ('compaction', 'compact_summary', 'turn_end', 'subagent_end', 'api_error')
+         WHERE session_id = ?1 AND obs_type NOT IN ({})
          ORDER BY timestamp DESC, id DESC LIMIT ?2",
-    )?;
+        nmem_proto::obs::sql_list(&nmem_proto::obs::BOOKKEEPING)
+    ))?;
     let mut rows: Vec<(i64, String, String)> = stmt
         .query_map(params![target, n as i64], |r| {
             Ok((r.get(0)?, r.get(1)?, r.get(2)?))
@@ -929,27 +925,6 @@ fn other_projects(
     rows.collect()
 }
 
-fn one_line(s: &str, max: usize) -> String {
-    let flat: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
-    if flat.chars().count() <= max {
-        flat
-    } else {
-        let cut: String = flat.chars().take(max - 1).collect();
-        format!("{cut}…")
-    }
-}
-
-/// "5m ago", "3h ago", "2d ago".
-fn ago(now: i64, t: i64) -> String {
-    let s = ((now - t).max(0)) / 1000;
-    match s {
-        0..=59 => "just now".into(),
-        60..=3599 => format!("{}m ago", s / 60),
-        3600..=86_399 => format!("{}h ago", s / 3600),
-        _ => format!("{}d ago", s / 86_400),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -957,6 +932,53 @@ mod tests {
 
     const H: i64 = 3_600_000;
     const NOW: i64 = 1_790_000_000_000;
+
+    /// Type names are the vocabulary's (`nmem_proto::obs::TABLE`): a name quoted on a line about
+    /// `obs_type` in the digest's, retention's, dedup's, the writer's or the queries' source
+    /// (SQL or Rust) must be one the table has, so a renamed or misspelt type cannot hide in a
+    /// string. (`user_prompt`, `agent_reasoning` and `prompt` are the names for prompts, `user`
+    /// and `agent` their sources.)
+    #[test]
+    fn every_type_named_in_the_source_is_in_the_vocabulary() {
+        let sources = [
+            ("context.rs", include_str!("context.rs")),
+            ("retention.rs", include_str!("retention.rs")),
+            ("dedup.rs", include_str!("dedup.rs")),
+            ("store/writer.rs", include_str!("store/writer.rs")),
+            ("query/recent.rs", include_str!("query/recent.rs")),
+            ("query/search.rs", include_str!("query/search.rs")),
+            ("query/timeline.rs", include_str!("query/timeline.rs")),
+        ];
+        let prompts = ["user_prompt", "agent_reasoning", "prompt", "user", "agent"];
+        let mut checked = 0;
+        for (file, text) in sources {
+            let text = text.split("#[cfg(test)]").next().unwrap_or(text);
+            for (n, line) in text.lines().enumerate() {
+                if !line.contains("obs_type") {
+                    continue;
+                }
+                for q in ['\'', '"'] {
+                    for word in line.split(q).skip(1).step_by(2) {
+                        let is_name = !word.is_empty()
+                            && word.bytes().all(|b| b.is_ascii_lowercase() || b == b'_');
+                        if !is_name || word == "obs_type" {
+                            continue;
+                        }
+                        checked += 1;
+                        assert!(
+                            ObsType::from_name(word).is_some() || prompts.contains(&word),
+                            "{file}:{}: `{word}` is not a type of nmem_proto::obs::TABLE",
+                            n + 1
+                        );
+                    }
+                }
+            }
+        }
+        assert!(
+            checked > 5,
+            "the scan found the names it guards ({checked})"
+        );
+    }
 
     fn project() -> Project {
         Project {

@@ -5,18 +5,18 @@
 
 use crate::app::App;
 use crate::stats::Stats;
+use crate::store::writer::WriteError;
 use rusqlite::Connection;
 use std::sync::Arc;
 use std::time::Duration;
 
 pub use nmem_proto::admin::MaintainReport as Report;
 
-pub fn run(c: &mut Connection, db: &std::path::Path) -> Result<Report, String> {
+pub fn run(c: &mut Connection, db: &std::path::Path) -> rusqlite::Result<Report> {
     let start = std::time::Instant::now();
     let size = || std::fs::metadata(db).map(|m| m.len()).unwrap_or(0);
     let db_bytes_before = size();
-    let e = |e: rusqlite::Error| e.to_string();
-    let fts_indexed = crate::store::fts::index_all(c).map_err(e)?;
+    let fts_indexed = crate::store::fts::index_all(c)?;
     let mut integrity = Vec::new();
     for t in ["observations_fts", "prompts_fts"] {
         match c.execute(
@@ -28,11 +28,10 @@ pub fn run(c: &mut Connection, db: &std::path::Path) -> Result<Report, String> {
                 "{t} FAILED: {err} (back up with `nmemctl backup`, then rebuild the index: with nmemd stopped, sqlite3 nmem.db \"INSERT INTO {t}({t}) VALUES('delete-all'); UPDATE fts_state SET observations_upto = 0, prompts_upto = 0\", then start nmemd: it indexes everything again)"
             )),
         }
-        c.execute(&format!("INSERT INTO {t}({t}) VALUES ('optimize')"), [])
-            .map_err(e)?;
+        c.execute(&format!("INSERT INTO {t}({t}) VALUES ('optimize')"), [])?;
     }
-    let freed_pages = reclaim_free_pages(c).map_err(e)?;
-    let (busy, log, done) = checkpoint_truncate(c).map_err(e)?;
+    let freed_pages = reclaim_free_pages(c)?;
+    let (busy, log, done) = checkpoint_truncate(c)?;
     Ok(Report {
         fts_indexed,
         fts_integrity: integrity.join("; "),
@@ -132,14 +131,10 @@ pub fn scrubbed<T>(
 
 /// Maintain through the writer, in queue order: first the retention sweep (when the config
 /// allows it), then the rest.
-pub async fn now(app: &App) -> Result<Report, String> {
+pub async fn now(app: &App) -> Result<Report, WriteError> {
     let swept = crate::retention::sweep(app).await?;
     let db = app.paths.db.clone();
-    let json = app
-        .writer
-        .exec(move |c| run(c, &db).map(|r| serde_json::to_string(&r).expect("report serialises")))
-        .await?;
-    let mut report: Report = serde_json::from_str(&json).map_err(|e| e.to_string())?;
+    let mut report = app.writer.exec(move |c| Ok(run(c, &db)?)).await?;
     if let Some(o) = swept {
         report.swept_observations = Some(o.deleted_observations);
         report.swept_prompts = Some(o.deleted_prompts);

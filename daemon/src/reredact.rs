@@ -96,12 +96,14 @@ fn run(c: &mut Connection, r: &Redactor, apply: bool) -> rusqlite::Result<Redact
     Ok(out)
 }
 
-pub async fn redact(app: Arc<App>, apply: bool) -> Result<RedactOutcome, String> {
+pub async fn redact(
+    app: Arc<App>,
+    apply: bool,
+) -> Result<RedactOutcome, crate::store::writer::WriteError> {
     let a = app.clone();
-    let json = app
-        .writer
+    app.writer
         .exec(move |c| {
-            crate::store::fts::index_all(c).map_err(|e| e.to_string())?;
+            crate::store::fts::index_all(c)?;
             // Applied, the old values must not survive in freed cells, FTS segments or the WAL.
             let res = if apply {
                 crate::maintain::scrubbed(c, crate::maintain::Scrub::Thorough, |c| {
@@ -111,9 +113,7 @@ pub async fn redact(app: Arc<App>, apply: bool) -> Result<RedactOutcome, String>
             } else {
                 run(c, &a.ingest.redactor, false)
             };
-            res.map(|o| serde_json::to_string(&o).expect("serialises"))
-                .map_err(|e| e.to_string())
+            Ok(res?)
         })
-        .await?;
-    serde_json::from_str(&json).map_err(|e| e.to_string())
+        .await
 }

@@ -3,6 +3,7 @@
 //! the writer, writes an audit row, and reclaims the space. Retention never touches pinned rows.
 
 use crate::app::App;
+use crate::store::writer::WriteError;
 use rusqlite::types::Value as Sql;
 use rusqlite::Connection;
 use serde_json::json;
@@ -122,19 +123,14 @@ fn retention_candidates(
     Ok(cand)
 }
 
-fn purge_candidates(c: &Connection, req: &PurgeRequest) -> Result<Candidates, String> {
-    let before = req
-        .before
-        .as_ref()
-        .map(|w| crate::query::millis(w, false))
-        .transpose()
-        .map_err(|e| e.to_string())?;
-    let after = req
-        .after
-        .as_ref()
-        .map(|w| crate::query::millis(w, true))
-        .transpose()
-        .map_err(|e| e.to_string())?;
+fn purge_candidates(c: &Connection, req: &PurgeRequest) -> Result<Candidates, WriteError> {
+    let when = |w: &Option<nmem_proto::query::When>, end| {
+        w.as_ref()
+            .map(|w| crate::query::millis(w, end))
+            .transpose()
+            .map_err(|e| WriteError::Invalid(e.to_string()))
+    };
+    let (before, after) = (when(&req.before, false)?, when(&req.after, true)?);
     let mut cand = Candidates::default();
     for (table, is_obs) in [("observations", true), ("prompts", false)] {
         if !is_obs
@@ -185,7 +181,10 @@ fn purge_candidates(c: &Connection, req: &PurgeRequest) -> Result<Candidates, St
                 s.query_map(rusqlite::params_from_iter(args), |r| r.get(0))?
                     .collect::<Result<_, _>>()
             })
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| match crate::query::is_fts_syntax(&e) {
+                true => WriteError::Invalid(format!("the search is not a valid query: {e}")),
+                false => WriteError::from(e),
+            })?;
         *cand
             .by_reason
             .entry(if is_obs { "observations" } else { "prompts" }.into())
@@ -304,38 +303,32 @@ fn outcome(
     }
 }
 
-pub async fn retention(app: &App, req: RetentionRequest) -> Result<Outcome, String> {
+pub async fn retention(app: &App, req: RetentionRequest) -> Result<Outcome, WriteError> {
     if let Some(d) = req.max_age_days.filter(|d| *d < 0) {
-        return Err(format!(
+        return Err(WriteError::Invalid(format!(
             "max_age_days = {d}: an age is 0 days or more (0 means everything not pinned)"
-        ));
+        )));
     }
     let overrides = app.config.retention.max_age_days.clone();
     let db = app.paths.db.clone();
     let size = move || std::fs::metadata(&db).map(|m| m.len()).unwrap_or(0);
-    let json = app
-        .writer
+    app.writer
         .exec(move |c| {
             let before = size();
-            let cand = retention_candidates(c, &req, &overrides, nmem_proto::now_ms())
-                .map_err(|e| e.to_string())?;
+            let cand = retention_candidates(c, &req, &overrides, nmem_proto::now_ms())?;
             let deleted = if req.apply {
-                delete(c, &cand, "retention", json!(req)).map_err(|e| e.to_string())?
+                delete(c, &cand, "retention", json!(req))?
             } else {
                 (0, 0)
             };
-            Ok(
-                serde_json::to_string(&outcome(&cand, req.apply, deleted, before, size()))
-                    .expect("serialises"),
-            )
+            Ok(outcome(&cand, req.apply, deleted, before, size()))
         })
-        .await?;
-    serde_json::from_str(&json).map_err(|e| e.to_string())
+        .await
 }
 
 /// The sweep idle maintenance runs: every type's age (defaults, or `[retention].max_age_days`)
 /// applied; pinned rows stay. Off with `[retention] sweep = false`.
-pub async fn sweep(app: &App) -> Result<Option<Outcome>, String> {
+pub async fn sweep(app: &App) -> Result<Option<Outcome>, WriteError> {
     if !app.config.retention.sweep {
         return Ok(None);
     }
@@ -363,7 +356,7 @@ fn audit_detail(req: &PurgeRequest) -> serde_json::Value {
     v
 }
 
-pub async fn purge(app: &App, req: PurgeRequest) -> Result<Outcome, String> {
+pub async fn purge(app: &App, req: PurgeRequest) -> Result<Outcome, WriteError> {
     if req.project.is_none()
         && req.session.is_none()
         && req.obs_type.is_none()
@@ -371,28 +364,25 @@ pub async fn purge(app: &App, req: PurgeRequest) -> Result<Outcome, String> {
         && req.after.is_none()
         && req.search.is_none()
     {
-        return Err("say what to purge: a project, session, type, date or search".into());
+        return Err(WriteError::Invalid(
+            "say what to purge: a project, session, type, date or search".into(),
+        ));
     }
     let db = app.paths.db.clone();
     let size = move || std::fs::metadata(&db).map(|m| m.len()).unwrap_or(0);
-    let json = app
-        .writer
+    app.writer
         .exec(move |c| {
-            crate::store::fts::index_all(c).map_err(|e| e.to_string())?;
+            crate::store::fts::index_all(c)?;
             let before = size();
             let cand = purge_candidates(c, &req)?;
             let deleted = if req.apply {
-                delete(c, &cand, "purge", audit_detail(&req)).map_err(|e| e.to_string())?
+                delete(c, &cand, "purge", audit_detail(&req))?
             } else {
                 (0, 0)
             };
-            Ok(
-                serde_json::to_string(&outcome(&cand, req.apply, deleted, before, size()))
-                    .expect("serialises"),
-            )
+            Ok(outcome(&cand, req.apply, deleted, before, size()))
         })
-        .await?;
-    serde_json::from_str(&json).map_err(|e| e.to_string())
+        .await
 }
 
 #[cfg(test)]

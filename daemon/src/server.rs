@@ -98,23 +98,26 @@ impl IntoResponse for ApiError {
     }
 }
 
+/// The one place a writer error becomes a status: every handler that writes returns
+/// [`WriteError`] and lets `?` call this.
 impl From<WriteError> for ApiError {
     fn from(e: WriteError) -> ApiError {
-        match e {
-            WriteError::Closed => ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                code::SHUTTING_DOWN,
-                e.to_string(),
-            ),
-            WriteError::Sqlite(_) => {
-                tracing::error!("store failed: {e}");
-                ApiError::new(
+        let (status, code) = match &e {
+            WriteError::Invalid(_) => (StatusCode::BAD_REQUEST, code::BAD_REQUEST),
+            WriteError::NotFound(_) => (StatusCode::NOT_FOUND, code::NOT_FOUND),
+            WriteError::Closed => (StatusCode::SERVICE_UNAVAILABLE, code::SHUTTING_DOWN),
+            WriteError::Storage(_) => {
+                // SQLite's message may hold SQL text or paths: logged, not sent.
+                tracing::error!("writing failed: {e}");
+                return ApiError::new(
                     StatusCode::INTERNAL_SERVER_ERROR,
                     code::STORE_FAILED,
-                    "the event could not be stored; the reason is in nmemd's log (`nmemctl logs`)",
-                )
+                    "the database write failed inside nmemd; the reason is in its log \
+                     (`nmemctl logs`)",
+                );
             }
-        }
+        };
+        ApiError::new(status, code, e.to_string())
     }
 }
 
@@ -188,34 +191,24 @@ async fn memories(
 }
 
 async fn maintain(State(app): State<Arc<App>>) -> Result<Json<crate::maintain::Report>, ApiError> {
-    crate::maintain::now(&app)
-        .await
-        .map(Json)
-        .map_err(|e| ApiError::internal("maintenance", e))
+    Ok(Json(crate::maintain::now(&app).await?))
 }
 
 async fn pin(State(app): State<Arc<App>>, b: Bytes) -> Result<Json<wire::PinRequest>, ApiError> {
     let req: wire::PinRequest = body(&b)?;
     let (id, pinned) = (req.id, req.pinned);
-    let changed = app
-        .writer
+    app.writer
         .exec(move |c| {
-            c.execute(
+            let changed = c.execute(
                 "UPDATE observations SET is_pinned = ?2 WHERE id = ?1",
                 rusqlite::params![id, pinned as i64],
-            )
-            .map(|n| n.to_string())
-            .map_err(|e| e.to_string())
+            )?;
+            match changed {
+                0 => Err(WriteError::NotFound(format!("no observation has id {id}"))),
+                _ => Ok(()),
+            }
         })
-        .await
-        .map_err(|e| ApiError::internal("pinning", e))?;
-    if changed == "0" {
-        return Err(ApiError::new(
-            StatusCode::NOT_FOUND,
-            code::NOT_FOUND,
-            format!("no observation has id {id}"),
-        ));
-    }
+        .await?;
     Ok(Json(req))
 }
 
@@ -223,20 +216,14 @@ async fn retention(
     State(app): State<Arc<App>>,
     b: Bytes,
 ) -> Result<Json<crate::retention::Outcome>, ApiError> {
-    crate::retention::retention(&app, body(&b)?)
-        .await
-        .map(Json)
-        .map_err(|e| ApiError::internal("retention", e))
+    Ok(Json(crate::retention::retention(&app, body(&b)?).await?))
 }
 
 async fn purge(
     State(app): State<Arc<App>>,
     b: Bytes,
 ) -> Result<Json<crate::retention::Outcome>, ApiError> {
-    crate::retention::purge(&app, body(&b)?)
-        .await
-        .map(Json)
-        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, code::BAD_REQUEST, e))
+    Ok(Json(crate::retention::purge(&app, body(&b)?).await?))
 }
 
 async fn redact(
@@ -244,10 +231,7 @@ async fn redact(
     b: Bytes,
 ) -> Result<Json<crate::reredact::RedactOutcome>, ApiError> {
     let req: nmem_proto::admin::RedactRequest = body(&b)?;
-    crate::reredact::redact(app, req.apply)
-        .await
-        .map(Json)
-        .map_err(|e| ApiError::internal("redaction", e))
+    Ok(Json(crate::reredact::redact(app, req.apply).await?))
 }
 
 async fn not_found() -> ApiError {
@@ -265,8 +249,6 @@ fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
 /// Read the event headers a shim sends with every payload.
 pub fn raw_event(headers: &HeaderMap, body: Bytes) -> Result<RawEvent, ApiError> {
     let bad = |m: String| ApiError::new(StatusCode::BAD_REQUEST, code::BAD_REQUEST, m);
-    let event_id = header(headers, wire::H_EVENT_ID).unwrap_or("");
-    check_event_id(event_id).map_err(bad)?;
     let received_at = match header(headers, wire::H_RECEIVED_AT) {
         None => nmem_proto::now_ms(),
         Some(v) => v
@@ -275,36 +257,13 @@ pub fn raw_event(headers: &HeaderMap, body: Bytes) -> Result<RawEvent, ApiError>
             .and_then(nmem_proto::time::check_stored_ms)
             .map_err(|e| bad(format!("`{}`: {e}", wire::H_RECEIVED_AT)))?,
     };
-    let harness = match header(headers, wire::H_HARNESS) {
-        None => Harness::ClaudeCode,
-        Some(h) => parse_harness(h).map_err(bad)?,
-    };
-    Ok(RawEvent {
-        event_id: event_id.to_string(),
+    RawEvent::new(
+        header(headers, wire::H_EVENT_ID).unwrap_or("").to_string(),
         received_at,
-        harness,
-        payload: body.to_vec(),
-    })
-}
-
-fn check_event_id(id: &str) -> Result<(), String> {
-    let ok = !id.is_empty()
-        && id.len() <= 64
-        && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
-    if ok {
-        Ok(())
-    } else {
-        Err(format!(
-            "`{}` must be 1-64 letters, digits or dashes",
-            wire::H_EVENT_ID
-        ))
-    }
-}
-
-fn parse_harness(h: &str) -> Result<Harness, String> {
-    Harness::parse(h).ok_or_else(|| {
-        format!("unknown harness `{h}`: one of claude-code, codex, codex-notify, gemini, cursor")
-    })
+        header(headers, wire::H_HARNESS).unwrap_or(Harness::ClaudeCode.as_str()),
+        body.to_vec(),
+    )
+    .map_err(bad)
 }
 
 /// `POST /v1/events/batch`: many events (JSON lines), prepared off the async workers, queued in
@@ -326,13 +285,12 @@ async fn record_batch(
                 serde_json::from_slice::<wire::BatchEvent<&serde_json::value::RawValue>>(line)
                     .map_err(|e| format!("not a batch event: {e}"))
                     .and_then(|e| {
-                        check_event_id(&e.event_id)?;
-                        Ok(RawEvent {
-                            harness: parse_harness(&e.harness)?,
-                            event_id: e.event_id,
-                            received_at: e.received_at,
-                            payload: e.payload.get().as_bytes().to_vec(),
-                        })
+                        RawEvent::new(
+                            e.event_id,
+                            e.received_at,
+                            &e.harness,
+                            e.payload.get().as_bytes().to_vec(),
+                        )
                     });
             let result = raw.and_then(|raw| {
                 prep_app.ingest.prepare(&raw).map_err(|e| {
@@ -490,4 +448,65 @@ async fn status(State(app): State<Arc<App>>) -> Result<Json<wire::Status>, ApiEr
         .await
         .map_err(|e| ApiError::internal("the status report", e))?;
     Ok(Json(s))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every kind of writer error, one of each. The match has no wildcard: a new kind does not
+    /// compile here until it is listed, and then the test below asks for its status.
+    fn every_write_error() -> Vec<WriteError> {
+        let all = vec![
+            WriteError::Invalid("max_age_days = -1: an age is 0 days or more".into()),
+            WriteError::NotFound("no observation has id 7".into()),
+            WriteError::Storage("near \"SELEC\": syntax error in /home/u/nmem.db".into()),
+            WriteError::Closed,
+        ];
+        for e in &all {
+            match e {
+                WriteError::Invalid(_)
+                | WriteError::NotFound(_)
+                | WriteError::Storage(_)
+                | WriteError::Closed => {}
+            }
+        }
+        all
+    }
+
+    #[test]
+    fn every_writer_error_kind_has_its_status_and_code() {
+        let got: Vec<(u16, &str)> = every_write_error()
+            .into_iter()
+            .map(|e| {
+                let a = ApiError::from(e);
+                (a.status.as_u16(), a.code)
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (400, code::BAD_REQUEST),
+                (404, code::NOT_FOUND),
+                (500, code::STORE_FAILED),
+                (503, code::SHUTTING_DOWN),
+            ]
+        );
+    }
+
+    /// What the caller can act on is sent as is; SQLite's detail (SQL text, paths) never is.
+    #[test]
+    fn only_storage_failures_keep_their_detail_in_the_log() {
+        for e in every_write_error() {
+            let said = e.to_string();
+            let a = ApiError::from(e.clone());
+            match e {
+                WriteError::Storage(_) => {
+                    assert!(!a.message.contains("SELEC") && !a.message.contains("/home"));
+                    assert!(a.message.contains("nmemctl logs"), "{}", a.message);
+                }
+                _ => assert_eq!(a.message, said),
+            }
+        }
+    }
 }

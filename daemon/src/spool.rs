@@ -13,7 +13,6 @@
 use crate::app::App;
 use crate::ingest::{Prepared, RawEvent};
 use crate::stats::Stats;
-use nmem_proto::harness::Harness;
 use nmem_proto::spool;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -118,19 +117,17 @@ fn load(app: &App, path: &Path) -> Option<Prepared> {
             return None;
         }
     };
-    let Some(harness) = Harness::parse(&entry.header.harness) else {
-        quarantine(
-            app,
-            path,
-            &format!("unknown harness `{}`", entry.header.harness),
-        );
-        return None;
-    };
-    let raw = RawEvent {
-        event_id: entry.header.event_id,
-        received_at: entry.header.received_at,
-        harness,
-        payload: entry.payload,
+    let raw = match RawEvent::new(
+        entry.header.event_id,
+        entry.header.received_at,
+        &entry.header.harness,
+        entry.payload,
+    ) {
+        Ok(raw) => raw,
+        Err(why) => {
+            quarantine(app, path, &why);
+            return None;
+        }
     };
     match app.ingest.prepare(&raw) {
         Ok(None) => {

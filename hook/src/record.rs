@@ -152,7 +152,8 @@ pub fn status(args: &[String]) -> u8 {
         Ok(r) if r.status == 200 => {
             if let Ok(rep) = serde_json::from_slice::<wire::RecordReply>(&r.body) {
                 if let Some(out) = rep.output {
-                    printed = print(&out);
+                    print(&out);
+                    printed = true;
                 }
             }
         }
@@ -272,14 +273,13 @@ fn spool_event(paths: &Paths, event_id: &str, received_at: i64, harness: Harness
 /// Write one line to stdout, for the harness. SIGPIPE is ignored first (the binary skips std's
 /// start-up, which would have done it): a harness that closed its end must not kill the hook,
 /// which then still exits 0.
-pub fn print(s: &str) -> bool {
+pub fn print(s: &str) {
     // SAFETY: setting a signal's disposition to SIG_IGN has no other effect.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
     let mut out = std::io::stdout().lock();
     let _ = out.write_all(s.as_bytes());
     let _ = out.write_all(b"\n");
     let _ = out.flush();
-    true
 }
 
 fn fail(msg: &str) -> u8 {

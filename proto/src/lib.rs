@@ -7,6 +7,9 @@
 //! * [`query`], [`admin`]: the request and reply types of the query and operator routes.
 //! * [`obs`]: the observation vocabulary ([`obs::ObsType`]: names, retention, digest role).
 //! * [`spool`]: the one-file-per-event spool a shim writes when the daemon is away.
+//! * [`status`]: what the files alone say (`nmemctl status` with the daemon down).
+//! * [`time`]: timestamps to Unix milliseconds and back, and how long ago one was.
+//! * [`text`]: one line of text for a table, a digest or a tool reply.
 //! * [`client`]: a std-only HTTP/1.1 client over the Unix socket, with a hard deadline. It is on
 //!   the hook's hot path, so it uses no async runtime and allocates little.
 //!
@@ -21,6 +24,7 @@ pub mod paths;
 pub mod query;
 pub mod spool;
 pub mod status;
+pub mod text;
 pub mod time;
 pub mod wire;
 

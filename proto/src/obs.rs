@@ -100,9 +100,7 @@ impl ObsType {
             ObsType::FileRead | ObsType::Search | ObsType::WebSearch | ObsType::WebFetch
         )
     }
-}
 
-impl ObsType {
     /// Whether the row records what the agent is about to do (a plan, a task handed to a
     /// sub-agent) rather than what happened: it restates the task in its words, before any
     /// outcome, so search can weigh it lower (`[search] weight_planning`).
@@ -115,6 +113,16 @@ impl ObsType {
     pub const fn is_file_change(self) -> bool {
         matches!(self, ObsType::FileEdit | ObsType::FileWrite)
     }
+}
+
+/// `names` as the items of an SQL list, `'a', 'b'`, for `obs_type IN (…)`. Only for the
+/// table's own names (constants, never input): a quote in a name is refused by a test.
+pub fn sql_list(names: &[&str]) -> String {
+    names
+        .iter()
+        .map(|t| format!("'{t}'"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The retention of a type nmem does not know (a row written by a newer version).
@@ -211,6 +219,21 @@ impl std::fmt::Display for ObsType {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `sql_list` quotes names without escaping: every name must be safe to quote.
+    #[test]
+    fn names_are_safe_in_an_sql_list() {
+        for n in NAMES {
+            assert!(
+                n.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'),
+                "{n}"
+            );
+        }
+        assert_eq!(
+            sql_list(&["turn_end", "compaction"]),
+            "'turn_end', 'compaction'"
+        );
+    }
 
     #[test]
     fn the_table_is_in_declaration_order_and_names_round_trip() {

@@ -188,7 +188,7 @@ pub struct RetrievalSource {
 }
 
 /// One search result: an observation's preview, or a prompt with its full text.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
 pub struct SearchHit {
     /// `observation` or `prompt`.
     pub kind: String,
@@ -225,7 +225,7 @@ pub struct GetRequest {
 }
 
 /// A whole observation.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
 pub struct Observation {
     pub id: i64,
     pub timestamp: i64,

@@ -4,6 +4,13 @@
 use crate::paths::Paths;
 use crate::{spool, wire};
 
+/// The database's counts and schema version for `Status` (sessions, prompts, observations,
+/// `user_version`, in that order): the one query `nmemd` runs on a reader and `nmemctl status`
+/// on a read-only connection when the daemon is down.
+pub const COUNTS_SQL: &str =
+    "SELECT (SELECT COUNT(*) FROM sessions), (SELECT COUNT(*) FROM prompts),
+    (SELECT COUNT(*) FROM observations), (SELECT user_version FROM pragma_user_version)";
+
 pub fn from_files(paths: &Paths) -> wire::Status {
     let size = |p: &std::path::Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
     let mut wal = paths.db.as_os_str().to_os_string();

@@ -27,6 +27,18 @@ pub fn format_rfc3339_ms(ms: i64) -> String {
     format!("{ts:.3}")
 }
 
+/// How long before `now` the instant `t` was (both Unix milliseconds), for people: `just now`,
+/// `5m ago`, `3h ago`, `2d ago`. An instant after `now` (another clock) is `just now`.
+pub fn ago(now: i64, t: i64) -> String {
+    let s = now.saturating_sub(t).max(0) / 1000;
+    match s {
+        0..=59 => "just now".into(),
+        60..=3599 => format!("{}m ago", s / 60),
+        3600..=86_399 => format!("{}h ago", s / 3600),
+        _ => format!("{}d ago", s / 86_400),
+    }
+}
+
 /// `2026-08-20T09:14:07.630Z` (or with an offset such as `+02:00`; without one, UTC) to Unix
 /// milliseconds; `None` for anything else, impossible dates and times included.
 pub fn parse_rfc3339_ms(s: &str) -> Option<i64> {
@@ -99,6 +111,22 @@ fn printable(s: &str) -> String {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn how_long_ago() {
+        const NOW: i64 = 1_790_000_000_000;
+        let cases = [
+            (NOW + 5_000, "just now"),
+            (NOW - 59_999, "just now"),
+            (NOW - 60_000, "1m ago"),
+            (NOW - 3_600_000, "1h ago"),
+            (NOW - 86_400_000 * 3, "3d ago"),
+            (i64::MIN, "106751991167d ago"),
+        ];
+        for (t, want) in cases {
+            assert_eq!(ago(NOW, t), want, "{t}");
+        }
+    }
 
     #[test]
     fn formatting_round_trips_through_the_parser() {

@@ -1,11 +1,13 @@
 //! `nmem search | get | timeline | recent | save`: the MCP tools on the command line. Readable
 //! tables by default, `--json` for scripts. Exit 0 on success (an empty result included), 1 when
-//! the daemon says the request is wrong, 2 when it cannot be reached.
+//! the daemon says the request is wrong, 2 when it cannot be reached. The tables are
+//! [`crate::render`]'s, which renders the MCP tools' text too.
 
 use crate::daemon_client::{post, CallError};
+use crate::render::{self, For, Text};
 use nmem_proto::query::{
-    GetRequest, Observation, OneOrMany, OrderBy, RecentRequest, RetrievalSource, SaveRequest,
-    Saved, SearchMode, SearchReply, SearchRequest, Timeline, TimelineRequest, When,
+    GetRequest, Observation, OneOrMany, OrderBy, RecentRequest, SaveRequest, Saved, SearchMode,
+    SearchReply, SearchRequest, Timeline, TimelineRequest, When,
 };
 use nmem_proto::wire;
 use std::process::ExitCode;
@@ -25,10 +27,11 @@ fn cwd() -> Option<String> {
         .map(|p| p.to_string_lossy().into_owned())
 }
 
+/// Print a reply: as JSON, or rendered for a person (notes on stderr, the table on stdout).
 fn finish<T: serde::Serialize>(
     res: Result<T, CallError>,
     json: bool,
-    human: impl FnOnce(&T),
+    human: impl FnOnce(&T) -> Text,
 ) -> ExitCode {
     match res {
         Ok(v) if json => {
@@ -36,7 +39,15 @@ fn finish<T: serde::Serialize>(
             ExitCode::SUCCESS
         }
         Ok(v) => {
-            human(&v);
+            let text = human(&v);
+            for n in &text.notes {
+                eprintln!("note: {n}");
+            }
+            // A body of whole lines (full records) ends with its newline already.
+            print!("{}", text.body);
+            if !text.body.is_empty() && !text.body.ends_with('\n') {
+                println!();
+            }
             ExitCode::SUCCESS
         }
         Err(CallError::Api { message, .. }) => {
@@ -86,66 +97,15 @@ pub fn search(a: SearchArgs) -> ExitCode {
     finish(
         post::<_, SearchReply>(wire::PATH_SEARCH, &req),
         a.json,
-        |reply| {
-            for n in &reply.notes {
-                eprintln!("note: {n}");
-            }
-            if reply.items.is_empty() {
-                println!("no results");
-            }
-            for h in &reply.items {
-                let id = if h.kind == "prompt" {
-                    format!("p{}", h.id)
-                } else {
-                    format!("#{}", h.id)
-                };
-                println!(
-                    "{id:>8}  {}  {:<15} {:<14} {}",
-                    when(h.timestamp),
-                    h.obs_type.as_deref().unwrap_or(""),
-                    h.project,
-                    one_line(&h.content_preview)
-                );
-                if explain {
-                    println!("{:>10}{}", "", found_by(&h.retrieval_sources));
-                }
-            }
-        },
+        |reply| render::search(reply, For::Terminal, explain),
     )
-}
-
-/// How a result was found, in one line: `lexical all_words #1 · semantic #3 (0.61)`.
-pub fn found_by(sources: &[RetrievalSource]) -> String {
-    sources
-        .iter()
-        .map(|s| {
-            let mut t = s.source.clone();
-            if let Some(tier) = &s.tier {
-                t.push(' ');
-                t.push_str(tier);
-            }
-            t.push_str(&format!(" #{}", s.rank));
-            if let Some(sim) = s.similarity {
-                t.push_str(&format!(" ({sim:.2})"));
-            }
-            if let Some(p) = s.prompt_id {
-                t.push_str(&format!(" (prompt p{p})"));
-            }
-            t
-        })
-        .collect::<Vec<_>>()
-        .join(" · ")
 }
 
 pub fn get(ids: Vec<i64>, json: bool) -> ExitCode {
     finish(
         post::<_, Vec<Observation>>(wire::PATH_OBSERVATIONS, &GetRequest { ids, format: None }),
         json,
-        |obs| {
-            for o in obs {
-                print_full(o);
-            }
-        },
+        |obs| render::observations(obs, For::Terminal),
     )
 }
 
@@ -167,13 +127,7 @@ pub fn timeline(
         cwd: cwd(),
     };
     finish(post::<_, Timeline>(wire::PATH_TIMELINE, &req), json, |t| {
-        for o in &t.before {
-            print_row("  ", o);
-        }
-        print_row("▶ ", &t.anchor);
-        for o in &t.after {
-            print_row("  ", o);
-        }
+        render::timeline(t, For::Terminal)
     })
 }
 
@@ -193,14 +147,7 @@ pub fn recent(
     finish(
         post::<_, Vec<Observation>>(wire::PATH_RECENT, &req),
         json,
-        |obs| {
-            if obs.is_empty() {
-                println!("nothing recorded yet");
-            }
-            for o in obs {
-                print_row("", o);
-            }
-        },
+        |obs| render::recent(obs, For::Terminal),
     )
 }
 
@@ -216,62 +163,9 @@ pub fn save(
         project: project.map(Some),
         cwd: cwd(),
     };
-    finish(post::<_, Saved>(wire::PATH_MEMORIES, &req), json, |s| {
-        println!("saved as #{} in {}", s.id, s.project);
-    })
-}
-
-fn print_row(prefix: &str, o: &Observation) {
-    println!(
-        "{prefix}#{:<8} {}  {:<15} {}",
-        o.id,
-        when(o.timestamp),
-        o.obs_type,
-        one_line(&o.content)
-    );
-}
-
-fn print_full(o: &Observation) {
-    println!(
-        "#{} {} {} ({}, session {})",
-        o.id,
-        o.obs_type,
-        when(o.timestamp),
-        o.project,
-        o.session_id
-    );
-    if let Some(f) = &o.file_path {
-        println!("  file: {f}");
-    }
-    for line in o.content.lines() {
-        println!("  {line}");
-    }
-    if let Some(m) = &o.metadata {
-        println!("  metadata: {m}");
-    }
-    println!();
-}
-
-fn one_line(s: &str) -> String {
-    let flat = s.split_whitespace().collect::<Vec<_>>().join(" ");
-    if flat.chars().count() > 100 {
-        format!("{}…", flat.chars().take(99).collect::<String>())
-    } else {
-        flat
-    }
-}
-
-/// `2026-08-20 09:14` (UTC).
-pub fn when(ms: i64) -> String {
-    let t = nmem_proto::time::format_rfc3339_ms(ms);
-    format!("{} {}", &t[..10], &t[11..16])
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn dates() {
-        assert_eq!(super::when(0), "1970-01-01 00:00");
-        assert_eq!(super::when(1_787_217_247_630), "2026-08-20 09:14");
-    }
+    finish(
+        post::<_, Saved>(wire::PATH_MEMORIES, &req),
+        json,
+        render::saved,
+    )
 }

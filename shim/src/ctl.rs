@@ -144,12 +144,14 @@ fn fill_from_db(paths: &Paths, s: &mut wire::Status) {
         | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX
         | rusqlite::OpenFlags::SQLITE_OPEN_URI;
     let counts = |c: rusqlite::Connection| {
-        c.query_row(
-            "SELECT (SELECT COUNT(*) FROM sessions), (SELECT COUNT(*) FROM prompts),
-                    (SELECT COUNT(*) FROM observations), (SELECT user_version FROM pragma_user_version)",
-            [],
-            |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, r.get::<_, i64>(2)?, r.get::<_, i64>(3)?)),
-        )
+        c.query_row(nmem_proto::status::COUNTS_SQL, [], |r| {
+            Ok((
+                r.get::<_, i64>(0)?,
+                r.get::<_, i64>(1)?,
+                r.get::<_, i64>(2)?,
+                r.get::<_, i64>(3)?,
+            ))
+        })
     };
     let mut res = rusqlite::Connection::open_with_flags(&paths.db, flags).and_then(counts);
     // On a read-only file system SQLite cannot make the WAL's shared-memory file; with the
@@ -268,8 +270,8 @@ fn print_human(s: &wire::Status) {
         );
         if let Some(t) = s.last_maintenance_ms {
             println!(
-                "maintained {} s ago",
-                (nmem_proto::now_ms() as u64).saturating_sub(t) / 1000
+                "maintained {}",
+                nmem_proto::time::ago(nmem_proto::now_ms(), t as i64)
             );
         }
         if s.paused {

@@ -4,7 +4,8 @@
 //!
 //! * [`record`], [`elide`], [`autostart`]: the hook handler's modules, from `nmem-hook`
 //!   (re-exported: `nmem-cli record` still works, and the clients start the daemon the same way).
-//! * [`cli`], [`daemon_client`]: `nmem search|get|timeline|recent|save`.
+//! * [`cli`], [`daemon_client`]: `nmem search|get|timeline|recent|save`; [`render`]: their
+//!   replies as text, for the terminal and for the MCP tools' `format: "text"`.
 //! * [`serve`]: the MCP server; [`import`]: `nmem import`; [`install`]: `nmem install|uninstall`.
 //! * [`ctl`]: `nmemctl` commands.
 
@@ -14,4 +15,5 @@ pub mod ctl;
 pub mod daemon_client;
 pub mod import;
 pub mod install;
+pub mod render;
 pub mod serve;

@@ -6,7 +6,11 @@
 //! rmcp ([`judge`]), which rmcp would otherwise drop without a reply.
 
 use crate::daemon_client::{post, CallError};
-use nmem_proto::query::{GetRequest, RecentRequest, SaveRequest, SearchRequest, TimelineRequest};
+use crate::render::{self, For, Text};
+use nmem_proto::query::{
+    GetRequest, Observation, RecentRequest, SaveRequest, SearchReply, SearchRequest, Timeline,
+    TimelineRequest,
+};
 use nmem_proto::wire;
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
@@ -16,6 +20,7 @@ use rmcp::model::{
 };
 use rmcp::service::{NotificationContext, Peer, RequestContext, RoleServer};
 use rmcp::{tool, tool_handler, tool_router, ServerHandler, ServiceExt};
+use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
 use std::sync::Arc;
@@ -109,7 +114,10 @@ impl Nmem {
             req.cwd = self.cwd(&ctx.peer).await;
         }
         let format = req.format.take();
-        call(wire::PATH_SEARCH, req, format).await
+        call(wire::PATH_SEARCH, req, format, |r: &SearchReply| {
+            render::search(r, For::Model, false)
+        })
+        .await
     }
 
     #[tool(
@@ -121,7 +129,13 @@ impl Nmem {
         Parameters(mut req): Parameters<GetRequest>,
     ) -> Result<CallToolResult, ErrorData> {
         let format = req.format.take();
-        call(wire::PATH_OBSERVATIONS, req, format).await
+        call(
+            wire::PATH_OBSERVATIONS,
+            req,
+            format,
+            |o: &Vec<Observation>| render::observations(o, For::Model),
+        )
+        .await
     }
 
     #[tool(
@@ -137,7 +151,10 @@ impl Nmem {
             req.cwd = self.cwd(&ctx.peer).await;
         }
         let format = req.format.take();
-        call(wire::PATH_TIMELINE, req, format).await
+        call(wire::PATH_TIMELINE, req, format, |t: &Timeline| {
+            render::timeline(t, For::Model)
+        })
+        .await
     }
 
     #[tool(
@@ -154,7 +171,10 @@ impl Nmem {
             req.cwd = self.cwd(&ctx.peer).await;
         }
         let format = req.format.take();
-        call(wire::PATH_RECENT, req, format).await
+        call(wire::PATH_RECENT, req, format, |o: &Vec<Observation>| {
+            render::recent(o, For::Model)
+        })
+        .await
     }
 
     #[tool(
@@ -169,7 +189,7 @@ impl Nmem {
         if req.cwd.is_none() {
             req.cwd = self.cwd(&ctx.peer).await;
         }
-        call(wire::PATH_MEMORIES, req, None).await
+        call(wire::PATH_MEMORIES, req, None, render::saved).await
     }
 }
 
@@ -193,11 +213,14 @@ impl ServerHandler for Nmem {
     }
 }
 
-/// One daemon call, off the async threads; every failure becomes a tool error.
-async fn call<B: Serialize + Send + 'static>(
+/// One daemon call, off the async threads; every failure becomes a tool error. The JSON format
+/// is the daemon's reply as it came; the text format is `text`'s rendering of the typed reply
+/// `R` ([`crate::render`], shared with the CLI).
+async fn call<B: Serialize + Send + 'static, R: DeserializeOwned>(
     path: &'static str,
     body: B,
     format: Option<String>,
+    text_of: impl FnOnce(&R) -> Text,
 ) -> Result<CallToolResult, ErrorData> {
     let text = match format.as_deref().map(str::to_ascii_lowercase).as_deref() {
         None | Some("json") => false,
@@ -212,7 +235,13 @@ async fn call<B: Serialize + Send + 'static>(
         .await
         .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
     Ok(match res {
-        Ok(v) if text => CallToolResult::success(vec![Content::text(render_text(&v))]),
+        Ok(v) if text => match serde_json::from_value::<R>(v) {
+            Ok(r) => CallToolResult::success(vec![Content::text(text_of(&r).joined())]),
+            Err(e) => CallToolResult::error(vec![Content::text(format!(
+                "nmemd's reply is not what this nmem reads ({e}); is nmemd the same version \
+                 (`nmemctl status`)? Ask with format \"json\" meanwhile"
+            ))]),
+        },
         Ok(v) => CallToolResult::success(vec![Content::text(
             serde_json::to_string_pretty(&v).unwrap_or_default(),
         )]),
@@ -221,64 +250,6 @@ async fn call<B: Serialize + Send + 'static>(
         }
         Err(e) => CallToolResult::error(vec![Content::text(e.to_string())]),
     })
-}
-
-/// One line per search hit or observation: `#id date type [project] text`; a timeline as its
-/// three parts, the anchor marked.
-fn render_text(v: &Value) -> String {
-    fn line(o: &Value, mark: &str) -> String {
-        let when = o["timestamp"]
-            .as_i64()
-            .map(crate::cli::when)
-            .unwrap_or_default();
-        let kind = o["obs_type"].as_str().or(o["kind"].as_str()).unwrap_or("?");
-        let text = o["content_preview"]
-            .as_str()
-            .or(o["content"].as_str())
-            .unwrap_or("");
-        let text: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
-        let prefix = if o["kind"] == "prompt" {
-            "prompt "
-        } else {
-            "#"
-        };
-        format!(
-            "{mark}{prefix}{} {when} {kind} [{}] {text}",
-            o["id"],
-            o["project"].as_str().unwrap_or("")
-        )
-    }
-    if let Some(items) = v.get("items").filter(|_| v.get("mode").is_some()) {
-        // A search reply: its notes, then one line per item.
-        let mut out: Vec<String> = v["notes"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|n| n.as_str().map(|n| format!("note: {n}")))
-            .collect();
-        out.push(render_text(items));
-        return out.join("\n");
-    }
-    match v {
-        Value::Array(items) if items.is_empty() => "no results".to_string(),
-        Value::Array(items) => items
-            .iter()
-            .map(|o| line(o, ""))
-            .collect::<Vec<_>>()
-            .join("\n"),
-        Value::Object(o) if o.contains_key("anchor") => {
-            let mut out: Vec<String> = Vec::new();
-            for b in o["before"].as_array().into_iter().flatten() {
-                out.push(line(b, "  "));
-            }
-            out.push(line(&o["anchor"], "> "));
-            for a in o["after"].as_array().into_iter().flatten() {
-                out.push(line(a, "  "));
-            }
-            out.join("\n")
-        }
-        other => serde_json::to_string_pretty(other).unwrap_or_default(),
-    }
 }
 
 /// The longest request line read; a longer one is answered with an error and skipped.
@@ -576,31 +547,5 @@ mod tests {
         assert_eq!(f("file:///srv/b%41").as_deref(), Some("/srv/bA"));
         assert_eq!(f("https://example.com/x"), None);
         assert_eq!(f("file://otherhost/x"), None);
-    }
-
-    #[test]
-    fn text_lines() {
-        let hits = serde_json::json!([
-            {"kind": "observation", "id": 7, "timestamp": 0, "obs_type": "file_edit", "project": "a", "content_preview": "src/x.rs\n  edit"},
-            {"kind": "prompt", "id": 3, "timestamp": 0, "project": "a", "content_preview": "why?"}
-        ]);
-        let t = super::render_text(&hits);
-        let lines: Vec<&str> = t.lines().collect();
-        assert!(
-            lines[0].starts_with("#7 ") && lines[0].ends_with("file_edit [a] src/x.rs edit"),
-            "{t}"
-        );
-        assert!(
-            lines[1].starts_with("prompt 3 ") && lines[1].ends_with("prompt [a] why?"),
-            "{t}"
-        );
-        assert_eq!(super::render_text(&serde_json::json!([])), "no results");
-        let reply = serde_json::json!({"items": hits, "mode": "lexical", "query": {"syntax": "words"},
-            "notes": ["lexical only: no embedding model is installed"]});
-        let t = super::render_text(&reply);
-        assert!(
-            t.starts_with("note: lexical only") && t.lines().count() == 3,
-            "{t}"
-        );
     }
 }

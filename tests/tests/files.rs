@@ -577,3 +577,42 @@ fn without_home_or_a_passwd_entry_every_binary_runs_and_the_hook_exits_0() {
     assert_eq!(std::fs::read_dir(&fallback).unwrap().count(), 0);
     std::fs::remove_dir_all(&fallback).unwrap();
 }
+
+/// Every way in checks the event id the same way (`RawEvent::new`): a spool file whose header
+/// names an id the socket would refuse is quarantined, not stored, and the drain goes on.
+#[test]
+fn a_spool_file_with_an_event_id_the_socket_would_refuse_is_quarantined() {
+    let home = Home::new("spoolbadid");
+    std::fs::create_dir_all(&home.paths.spool).unwrap();
+    let t = nmem_proto::now_ms() - 60_000;
+    let bad = nmem_proto::spool::write(
+        &home.paths.spool,
+        &nmem_proto::spool::Header {
+            v: 1,
+            event_id: "not_an_id_x".into(),
+            received_at: t,
+            harness: "claude-code".into(),
+        },
+        &bash_event("badid", 1),
+    )
+    .unwrap();
+    assert!(home
+        .record("claude-code", &bash_event("behind", 2))
+        .status
+        .success());
+    assert_eq!(home.spool_files(), 2);
+    let _d = home.start();
+    wait_until("the spool to drain", Duration::from_secs(20), || {
+        home.spool_files() == 0
+    });
+    assert_eq!(home.count("SELECT COUNT(*) FROM observations"), 1);
+    assert_eq!(
+        home.count("SELECT COUNT(*) FROM observations WHERE event_id = 'not_an_id_x'"),
+        0
+    );
+    assert!(home
+        .paths
+        .spool_corrupt()
+        .join(bad.file_name().unwrap())
+        .is_file());
+}

@@ -665,3 +665,55 @@ fn retention_and_purge_by_type_touch_only_that_type() {
     );
     assert_eq!(types(&home), (5, 0), "a dry run deletes nothing");
 }
+
+/// The writer's errors are typed, and each kind has its status: a request the writer refuses
+/// (a negative age, a purge with no filter) is the caller's to fix, a 400 whose message says
+/// what to change, never an internal failure that sends the user to the log; pinning an id that
+/// does not exist is a 404. None of them changes anything.
+#[test]
+fn writer_refusals_are_the_callers_to_fix_and_change_nothing() {
+    let home = Home::new("wrerr");
+    std::fs::write(&home.paths.config, "[retention]\nsweep = false\n").unwrap();
+    let _d = home.start();
+    for n in 0..3 {
+        record_at(&home, n, 30, &bash_event("wrerr", n));
+    }
+    let post = |path: &str, body: &[u8]| {
+        let r = nmem_proto::client::call(
+            &home.paths.socket,
+            "POST",
+            path,
+            &[],
+            body,
+            Duration::from_secs(30),
+        )
+        .unwrap();
+        let e: nmem_proto::wire::ErrorBody = serde_json::from_slice(&r.body)
+            .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&r.body)));
+        (r.status, e)
+    };
+    let (status, e) = post(
+        nmem_proto::wire::PATH_RETENTION,
+        br#"{"max_age_days": -1, "apply": true}"#,
+    );
+    assert_eq!((status, e.code.as_str()), (400, "bad_request"), "{e:?}");
+    assert!(e.message.contains("0 days or more"), "{e:?}");
+    let (status, e) = post(nmem_proto::wire::PATH_PURGE, br#"{"apply": true}"#);
+    assert_eq!((status, e.code.as_str()), (400, "bad_request"), "{e:?}");
+    assert!(e.message.contains("say what to purge"), "{e:?}");
+    let (status, e) = post(
+        nmem_proto::wire::PATH_PIN,
+        br#"{"id": 424242, "pinned": true}"#,
+    );
+    assert_eq!((status, e.code.as_str()), (404, "not_found"), "{e:?}");
+    assert!(e.message.contains("424242"), "{e:?}");
+    assert_eq!(home.count("SELECT COUNT(*) FROM observations"), 3);
+    assert_eq!(home.count("SELECT COUNT(*) FROM audit"), 0);
+
+    // And through nmemctl: the reason, exit 1.
+    let out = ctl(&home, &["retention", "--max-age-days=-1", "--apply"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("0 days or more"), "{err}");
+    assert_eq!(home.count("SELECT COUNT(*) FROM observations"), 3);
+}

@@ -29,6 +29,48 @@ pub struct RawEvent {
     pub payload: Vec<u8>,
 }
 
+impl RawEvent {
+    /// The one way an event from outside (a hook's headers, a batch line, a spool file) becomes
+    /// a `RawEvent`: its id and harness are checked here, its time by [`Ingest::prepare`].
+    pub fn new(
+        event_id: String,
+        received_at: i64,
+        harness: &str,
+        payload: Vec<u8>,
+    ) -> Result<RawEvent, String> {
+        check_event_id(&event_id)?;
+        let harness = Harness::parse(harness).ok_or_else(|| {
+            format!(
+                "unknown harness `{}`: one of claude-code, codex, codex-notify, gemini, cursor",
+                harness.escape_debug()
+            )
+        })?;
+        Ok(RawEvent {
+            event_id,
+            received_at,
+            harness,
+            payload,
+        })
+    }
+}
+
+/// An event id is what makes a replay harmless (unique in `observations` and `prompts`) and
+/// names its spool file: 1-64 letters, digits or dashes.
+fn check_event_id(id: &str) -> Result<(), String> {
+    let ok = !id.is_empty()
+        && id.len() <= 64
+        && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "the event id `{}` must be 1-64 letters, digits or dashes (header `{}`)",
+            id.escape_debug(),
+            nmem_proto::wire::H_EVENT_ID
+        ))
+    }
+}
+
 /// A new row of `observations`, before the writer assigns its id and prompt.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Obs {
@@ -432,3 +474,34 @@ pub(crate) struct ToolCall<'a> {
 
 #[cfg(test)]
 mod fixture_tests;
+
+#[cfg(test)]
+mod raw_tests {
+    use super::RawEvent;
+    use proptest::prelude::*;
+
+    #[test]
+    fn ids_and_harnesses_are_checked() {
+        let new = |id: &str, h: &str| RawEvent::new(id.into(), 1, h, b"{}".to_vec());
+        assert!(new("0123abcd-ef", "claude-code").is_ok());
+        assert!(new(&"a".repeat(64), "codex").is_ok());
+        for bad in ["", "a b", "../x", "x_y", &"a".repeat(65), "é"] {
+            let e = new(bad, "claude-code").unwrap_err();
+            assert!(e.contains("letters, digits or dashes"), "{bad}: {e}");
+        }
+        let e = new("e1", "vim").unwrap_err();
+        assert!(e.contains("unknown harness `vim`"), "{e}");
+    }
+
+    proptest! {
+        /// Whatever id a client or a spool file sends, it is refused or it is one a file name
+        /// and the unique index can hold as is.
+        #[test]
+        fn any_id_is_refused_or_plain(id in "\\PC{0,80}") {
+            if let Ok(raw) = RawEvent::new(id.clone(), 1, "claude-code", Vec::new()) {
+                prop_assert!(raw.event_id.len() <= 64 && !raw.event_id.is_empty());
+                prop_assert!(raw.event_id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-'));
+            }
+        }
+    }
+}

@@ -86,10 +86,7 @@ pub async fn save(app: &App, req: SaveRequest) -> Result<Saved, QueryError> {
         redactions: 0,
     };
     app.ingest.redactor.apply(&mut prepared);
-    let applied = app.writer.submit(prepared).await.map_err(|e| match e {
-        crate::store::writer::WriteError::Closed => QueryError::Unavailable(e.to_string()),
-        e => QueryError::Read(e.to_string()),
-    })?;
+    let applied = app.writer.submit(prepared).await?;
     let id = applied
         .id
         .ok_or_else(|| QueryError::Read("the memory was not stored".into()))?;

@@ -12,7 +12,7 @@ mod timeline;
 pub use fts_query::to_fts5;
 pub use memory::save;
 pub use recent::recent;
-pub use search::search;
+pub use search::{is_fts_syntax, search};
 pub use timeline::{get, timeline};
 
 use crate::app::App;
@@ -46,6 +46,18 @@ impl From<crate::store::readers::ReadError> for QueryError {
             ReadError::TimedOut(_) => QueryError::TimedOut(e.to_string()),
             ReadError::Stopping | ReadError::Cancelled => QueryError::Unavailable(e.to_string()),
             _ => QueryError::Read(e.to_string()),
+        }
+    }
+}
+
+impl From<crate::store::writer::WriteError> for QueryError {
+    fn from(e: crate::store::writer::WriteError) -> Self {
+        use crate::store::writer::WriteError;
+        match e {
+            WriteError::Invalid(m) => QueryError::BadRequest(m),
+            WriteError::NotFound(m) => QueryError::NotFound(m),
+            WriteError::Storage(m) => QueryError::Read(m),
+            WriteError::Closed => QueryError::Unavailable(e.to_string()),
         }
     }
 }
@@ -144,13 +156,8 @@ pub async fn catch_up_index(app: &App) -> Result<Option<i64>, QueryError> {
     }
     if pending > 0 {
         app.writer
-            .exec(|c| {
-                crate::store::fts::index_all(c)
-                    .map(|n| n.to_string())
-                    .map_err(|e| e.to_string())
-            })
-            .await
-            .map_err(QueryError::Read)?;
+            .exec(|c| Ok(crate::store::fts::index_all(c)?))
+            .await?;
     }
     Ok(None)
 }

@@ -20,11 +20,7 @@ pub async fn recent(app: &App, req: RecentRequest) -> Result<Vec<Observation>, Q
     } else {
         format!(
             "AND obs_type NOT IN ({})",
-            BOOKKEEPING
-                .iter()
-                .map(|t| format!("'{t}'"))
-                .collect::<Vec<_>>()
-                .join(", ")
+            nmem_proto::obs::sql_list(BOOKKEEPING)
         )
     };
     let rows = app

@@ -950,16 +950,20 @@ fn blend(hits: &mut [SearchHit]) {
 }
 
 fn fts_error(e: rusqlite::Error) -> QueryError {
+    if is_fts_syntax(&e) {
+        QueryError::BadFts(e.to_string())
+    } else {
+        QueryError::Read(e.to_string())
+    }
+}
+
+/// Whether SQLite refused an FTS5 query's syntax (the user's to fix), not failed reading.
+pub fn is_fts_syntax(e: &rusqlite::Error) -> bool {
     let msg = e.to_string();
-    if msg.contains("fts5")
+    msg.contains("fts5")
         || msg.contains("syntax error")
         || msg.contains("malformed MATCH")
         || msg.contains("unterminated")
-    {
-        QueryError::BadFts(msg)
-    } else {
-        QueryError::Read(msg)
-    }
 }
 
 #[cfg(test)]

@@ -120,11 +120,10 @@ fn run(app: Arc<App>, rt: tokio::runtime::Handle) {
             })
             .collect();
         let model = active.db_id;
-        let res = rt.block_on(app.writer.exec(move |c| {
-            store(c, model, &batch, &texts, &quantized)
-                .map(|n| n.to_string())
-                .map_err(|e| e.to_string())
-        }));
+        let res = rt.block_on(
+            app.writer
+                .exec(move |c| Ok(store(c, model, &batch, &texts, &quantized)?)),
+        );
         match res {
             Ok(_) => sem.add_to_index(&active, &stored),
             Err(e) => {

@@ -153,16 +153,16 @@ impl Semantic {
         let Some(info) = info else {
             let name: Option<String> = None;
             writer
-                .exec(move |c| register(c, name.as_deref(), 0).map(|_| String::new()))
-                .await?;
+                .exec(move |c| Ok(register(c, name.as_deref(), 0)?))
+                .await
+                .map_err(|e| e.to_string())?;
             *self.state.lock().unwrap_or_else(|e| e.into_inner()) = State::default();
             return Ok(());
         };
         let (name, dim) = (info.id.clone(), info.dim);
         let db_id = writer
-            .exec(move |c| register(c, Some(&name), dim).map(|id| id.to_string()))
-            .await?
-            .parse::<i64>()
+            .exec(move |c| Ok(register(c, Some(&name), dim)?))
+            .await
             .map_err(|e| e.to_string())?;
         let problem = self.bin.is_none().then(|| {
             format!(
@@ -357,21 +357,18 @@ impl Semantic {
 
 /// Make `name` the active model (registering it with watermarks at the newest rows: everything
 /// older is its backlog), or none. Returns its id (0 for none).
-fn register(c: &mut Connection, name: Option<&str>, dim: usize) -> Result<i64, String> {
-    let e = |e: rusqlite::Error| e.to_string();
-    let tx = c.transaction().map_err(e)?;
-    tx.execute("UPDATE embed_models SET active = 0 WHERE active = 1", [])
-        .map_err(e)?;
+fn register(c: &mut Connection, name: Option<&str>, dim: usize) -> rusqlite::Result<i64> {
+    let tx = c.transaction()?;
+    tx.execute("UPDATE embed_models SET active = 0 WHERE active = 1", [])?;
     let Some(name) = name else {
-        tx.commit().map_err(e)?;
+        tx.commit()?;
         return Ok(0);
     };
     let existing: Option<i64> = tx
         .query_row("SELECT id FROM embed_models WHERE name = ?1", [name], |r| {
             r.get(0)
         })
-        .optional()
-        .map_err(e)?;
+        .optional()?;
     let id = match existing {
         Some(id) => id,
         None => {
@@ -381,14 +378,12 @@ fn register(c: &mut Connection, name: Option<&str>, dim: usize) -> Result<i64, S
                    (SELECT COALESCE((SELECT MAX(id) FROM observations), 0) AS o,
                            COALESCE((SELECT MAX(id) FROM prompts), 0) AS p)",
                 rusqlite::params![name, dim as i64],
-            )
-            .map_err(e)?;
+            )?;
             tx.last_insert_rowid()
         }
     };
-    tx.execute("UPDATE embed_models SET active = 1 WHERE id = ?1", [id])
-        .map_err(e)?;
-    tx.commit().map_err(e)?;
+    tx.execute("UPDATE embed_models SET active = 1 WHERE id = ?1", [id])?;
+    tx.commit()?;
     Ok(id)
 }
 

@@ -24,21 +24,39 @@ pub struct Applied {
     pub id: Option<i64>,
 }
 
-#[derive(Debug, Clone, thiserror::Error)]
+/// Why the writer did not do what it was asked. Each kind has one HTTP status, given in one
+/// place (`server`'s `From<WriteError> for ApiError`); work run through [`Writer::exec`] says
+/// which kind its failure is instead of a string each caller would parse back.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum WriteError {
+    /// The request cannot be done as asked; the message says what to change. Nothing changed.
+    #[error("{0}")]
+    Invalid(String),
+    /// What the request names is not there; the message says what was looked for.
+    #[error("{0}")]
+    NotFound(String),
+    /// SQLite failed. The detail may hold SQL text or paths: it is logged, never sent.
+    #[error("the database failed: {0}")]
+    Storage(String),
+    /// The writer has stopped: nothing more is accepted.
     #[error("the writer has stopped (nmemd is shutting down)")]
     Closed,
-    #[error("could not store the event: {0}")]
-    Sqlite(String),
 }
 
-/// Work run on the write connection, in queue order.
-type WriteFn = Box<dyn FnOnce(&mut Connection) -> Result<String, String> + Send>;
+impl From<rusqlite::Error> for WriteError {
+    fn from(e: rusqlite::Error) -> WriteError {
+        WriteError::Storage(e.to_string())
+    }
+}
+
+/// Work run on the write connection, in queue order. It sends its own typed result (the
+/// closure [`Writer::exec`] wraps), so the queue holds one job type whatever the result is.
+type WriteFn = Box<dyn FnOnce(&mut Connection) + Send>;
 
 enum Job {
     Event(Box<Prepared>, oneshot::Sender<Result<Applied, WriteError>>),
     /// Run a closure on the write connection (maintenance, checkpoints).
-    Exec(WriteFn, oneshot::Sender<Result<String, String>>),
+    Exec(WriteFn),
     /// Finish what is queued before this, checkpoint, and stop.
     Shutdown,
 }
@@ -106,17 +124,21 @@ impl Writer {
         rx.await.map_err(|_| WriteError::Closed)?
     }
 
-    /// Run `f` on the write connection, in queue order.
-    pub async fn exec(
+    /// Run `f` on the write connection, in queue order, and return what it returns.
+    pub async fn exec<T: Send + 'static>(
         &self,
-        f: impl FnOnce(&mut Connection) -> Result<String, String> + Send + 'static,
-    ) -> Result<String, String> {
+        f: impl FnOnce(&mut Connection) -> Result<T, WriteError> + Send + 'static,
+    ) -> Result<T, WriteError> {
         let (reply, rx) = oneshot::channel();
+        let job: WriteFn = Box::new(move |c| {
+            let _ = reply.send(f(c));
+        });
         self.tx
-            .send(Job::Exec(Box::new(f), reply))
+            .send(Job::Exec(job))
             .await
-            .map_err(|_| WriteError::Closed.to_string())?;
-        rx.await.map_err(|_| WriteError::Closed.to_string())?
+            .map_err(|_| WriteError::Closed)?;
+        // Dropped unrun (the writer stopped first): shutting down, like a refused send.
+        rx.await.map_err(|_| WriteError::Closed)?
     }
 
     /// Ask the writer to finish the queue, checkpoint and stop.
@@ -202,10 +224,10 @@ fn run(mut conn: Connection, mut rx: mpsc::Receiver<Job>, mut dedup: Dedup, stat
         while let Some(job) = next.take() {
             match job {
                 Job::Event(ev, reply) => batch.push((ev, reply)),
-                Job::Exec(f, reply) => {
+                Job::Exec(f) => {
                     // Keep queue order: commit what came before, then run it alone.
                     commit_batch(&mut conn, &mut batch, &mut dedup, &stats);
-                    let _ = reply.send(f(&mut conn));
+                    f(&mut conn);
                 }
                 Job::Shutdown => {
                     stop = true;
@@ -318,7 +340,7 @@ fn store_each(
                 Err(e) => {
                     sp.rollback()?;
                     drop(sp);
-                    results.push(Err(WriteError::Sqlite(e.to_string())));
+                    results.push(Err(WriteError::from(e)));
                 }
             }
         }
@@ -371,7 +393,7 @@ fn finish(
             Stats::set(&stats.commit_failing, 1);
             stats.error(format!("commit of {} events failed: {e}", batch.len()));
             for (_, reply) in batch.drain(..) {
-                let _ = reply.send(Err(WriteError::Sqlite(e.to_string())));
+                let _ = reply.send(Err(WriteError::Storage(e.to_string())));
             }
         }
     }
@@ -657,18 +679,6 @@ fn update_signature(conn: &Connection, session_id: &str) -> rusqlite::Result<()>
     Ok(())
 }
 
-/// The session a given event id was stored in, if any (used by tests and status).
-pub fn event_stored(conn: &Connection, event_id: &str) -> rusqlite::Result<bool> {
-    Ok(conn
-        .query_row(
-            "SELECT 1 FROM observations WHERE event_id = ?1 UNION ALL SELECT 1 FROM prompts WHERE event_id = ?1 LIMIT 1",
-            [event_id],
-            |_| Ok(()),
-        )
-        .optional()?
-        .is_some())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -728,10 +738,7 @@ mod tests {
             let hold = tokio::spawn(async move {
                 w.exec(move |_| {
                     let _ = held_tx.send(());
-                    go_rx
-                        .recv()
-                        .map(|_| String::new())
-                        .map_err(|e| e.to_string())
+                    go_rx.recv().map_err(|e| WriteError::Invalid(e.to_string()))
                 })
                 .await
             });
@@ -752,7 +759,7 @@ mod tests {
         handle.join().unwrap();
         assert_eq!(results[0].as_ref().unwrap().outcome, RecordOutcome::Stored);
         assert!(
-            matches!(&results[1], Err(WriteError::Sqlite(m)) if m.contains("planted failure")),
+            matches!(&results[1], Err(WriteError::Storage(m)) if m.contains("planted failure")),
             "{:?}",
             results[1]
         );
