@@ -302,9 +302,8 @@ fn check_event_id(id: &str) -> Result<(), String> {
 }
 
 fn parse_harness(h: &str) -> Result<Harness, String> {
-    Harness::parse(h).ok_or_else(|| {
-        format!("unknown harness `{h}`: one of claude-code, codex, codex-notify, gemini, cursor")
-    })
+    Harness::parse(h)
+        .ok_or_else(|| format!("unknown harness `{h}`: one of {}", Harness::names(|_| true)))
 }
 
 /// `POST /v1/events/batch`: many events (JSON lines), prepared off the async workers, queued in
