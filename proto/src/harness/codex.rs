@@ -46,11 +46,15 @@ fn notify_fields(obj: &Map<String, Value>) -> Result<Fields<'_>, Rejection> {
     })
 }
 
-/// The exit code at the head of Codex's shell tool output: "Exit code: 1\nWall time: …\nOutput:\n…".
+/// The exit code at the head of Codex's shell tool output: "Exit code: 1\nWall time: …\nOutput:\n…",
+/// or, from its unified exec tool, "Chunk ID: …\nWall time: …\nProcess exited with code 1".
 pub fn exit_code(text: &str) -> Option<i64> {
     text.lines()
-        .next()?
-        .strip_prefix("Exit code:")?
+        .take(3)
+        .find_map(|l| {
+            l.strip_prefix("Exit code:")
+                .or_else(|| l.strip_prefix("Process exited with code"))
+        })?
         .trim()
         .parse()
         .ok()
@@ -72,5 +76,13 @@ mod tests {
         assert_eq!(super::exit_code("Exit code: 0\nOutput:\nok"), Some(0));
         assert_eq!(super::exit_code("src/a.rs:1: Exit code: 3"), None);
         assert_eq!(super::shell_output("plain"), "plain");
+        let t = "Chunk ID: 4f1a\nWall time: 0.1 seconds\nProcess exited with code 2\nOutput:\nboom";
+        assert_eq!(super::exit_code(t), Some(2));
+        assert_eq!(super::shell_output(t), "boom");
+        assert_eq!(
+            super::exit_code("a\nb\nc\nExit code: 1"),
+            None,
+            "only the head"
+        );
     }
 }

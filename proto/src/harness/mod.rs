@@ -97,6 +97,22 @@ impl Harness {
         self.spec().name
     }
 
+    /// The harnesses a command-line choice names: one harness by name or alias, or `all`; only
+    /// those `offered` (what `nmem install` or `nmem import` can do something with).
+    pub fn choose(s: &str, offered: impl Fn(&Spec) -> bool) -> Option<Vec<Harness>> {
+        if s == "all" {
+            return Some(
+                Harness::ALL
+                    .into_iter()
+                    .filter(|h| offered(h.spec()))
+                    .collect(),
+            );
+        }
+        Harness::parse(s)
+            .filter(|h| offered(h.spec()))
+            .map(|h| vec![h])
+    }
+
     /// The canonical names, for messages: "claude-code, codex, codex-notify, gemini, cursor".
     pub fn names(filter: impl Fn(&Spec) -> bool) -> String {
         Harness::ALL
