@@ -347,10 +347,13 @@ pub(crate) fn session_files(
     out
 }
 
+/// One replayed hook event: the harness that sends it, and its payload.
+pub type Replayed = (Harness, Vec<u8>);
+
 /// The hook events one session file replays as (the payloads `nmem import` sends, in order),
 /// with the harness that sends each; `None` when no importer takes the file. For tests that
 /// record a session through `nmem record`, as live capture would have.
-pub fn replay(path: &Path) -> Option<std::io::Result<Vec<(Harness, Vec<u8>)>>> {
+pub fn replay(path: &Path) -> Option<std::io::Result<Vec<Replayed>>> {
     let importer = Head::sniff(path, &importable())?;
     let opts = Options {
         paths: Vec::new(),

@@ -2,11 +2,11 @@
 //! whose text starts "Exit code: N" (read by `nmem_proto::harness::codex`, which `nmem import`
 //! uses for rollouts too). Its legacy `notify` reports turn ends only.
 
-use super::{last_assistant_message, no_tool_call, Ingest};
+use super::{last_assistant_message, no_tool_call, Ingest, TurnEnd};
 use crate::ingest::lifecycle::meta;
 use crate::ingest::{Cx, ToolCall};
 use nmem_proto::harness::codex::{exit_code, shell_output};
-use serde_json::{json, Map, Value};
+use serde_json::json;
 
 pub(super) const INGEST: Ingest = Ingest {
     tool_call,
@@ -20,7 +20,7 @@ pub(super) const NOTIFY_INGEST: Ingest = Ingest {
     transcript: false,
 };
 
-fn notify_turn_end<'a>(cx: &Cx<'a>) -> (Option<&'a str>, Map<String, Value>) {
+fn notify_turn_end<'a>(cx: &Cx<'a>) -> TurnEnd<'a> {
     (
         cx.str("last-assistant-message"),
         meta([("turn_id", json!(cx.str("turn-id")))]),

@@ -2,7 +2,7 @@
 //! postToolUse with its own tool names; `afterAgentResponse` carries the answer, `stop` only a
 //! status.
 
-use super::{borrowed, Ingest};
+use super::{borrowed, Ingest, TurnEnd};
 use crate::ingest::{Cx, ToolCall};
 use serde_json::{json, Map, Value};
 use std::borrow::Cow;
@@ -14,7 +14,7 @@ pub(super) const INGEST: Ingest = Ingest {
 };
 
 /// Cursor's `stop` carries only a status: a count, not a row.
-fn turn_end<'a>(cx: &Cx<'a>) -> (Option<&'a str>, Map<String, Value>) {
+fn turn_end<'a>(cx: &Cx<'a>) -> TurnEnd<'a> {
     match cx.str("hook_event_name") {
         Some("afterAgentResponse") => (cx.str("text"), Map::new()),
         _ => (None, Map::new()),

@@ -1,7 +1,7 @@
 //! Gemini CLI: its own tool names; the output is `llmContent`, a shell failure only an
 //! `Exit Code: N` line inside it, and the turn's last answer is `prompt_response`.
 
-use super::{borrowed, Ingest};
+use super::{borrowed, Ingest, TurnEnd};
 use crate::ingest::{Cx, ToolCall};
 use serde_json::{json, Map, Value};
 use std::borrow::Cow;
@@ -12,7 +12,7 @@ pub(super) const INGEST: Ingest = Ingest {
     transcript: false,
 };
 
-fn turn_end<'a>(cx: &Cx<'a>) -> (Option<&'a str>, Map<String, Value>) {
+fn turn_end<'a>(cx: &Cx<'a>) -> TurnEnd<'a> {
     (cx.str("prompt_response"), Map::new())
 }
 

@@ -14,12 +14,15 @@ use nmem_proto::harness::Harness;
 use serde_json::{Map, Value};
 use std::borrow::Cow;
 
+/// A turn end's last assistant message, and metadata to keep with it.
+pub(crate) type TurnEnd<'a> = (Option<&'a str>, Map<String, Value>);
+
 /// One harness's ingest row.
 pub(crate) struct Ingest {
     /// The tool call of a ToolUse or ToolFailure event, or `None` when it is not one.
     pub tool_call: for<'a, 'b> fn(&'b Cx<'a>) -> Option<ToolCall<'a>>,
     /// A turn end's last assistant message, and metadata to keep with it.
-    pub turn_end: for<'a, 'b> fn(&'b Cx<'a>) -> (Option<&'a str>, Map<String, Value>),
+    pub turn_end: for<'a, 'b> fn(&'b Cx<'a>) -> TurnEnd<'a>,
     /// Its payloads carry `transcript_path`, a Claude Code transcript whose thinking blocks
     /// are read (`ingest::reasoning`).
     pub transcript: bool,
@@ -42,7 +45,7 @@ pub(crate) fn tool_call<'a>(cx: &Cx<'a>) -> Option<ToolCall<'a>> {
 }
 
 /// The turn end's last assistant message, wherever the harness puts it.
-pub(crate) fn turn_end<'a>(cx: &Cx<'a>) -> (Option<&'a str>, Map<String, Value>) {
+pub(crate) fn turn_end<'a>(cx: &Cx<'a>) -> TurnEnd<'a> {
     (of(cx.harness).turn_end)(cx)
 }
 
@@ -52,7 +55,7 @@ fn no_tool_call<'a>(_: &Cx<'a>) -> Option<ToolCall<'a>> {
 }
 
 /// Claude Code's turn end, which Codex's hooks copy.
-fn last_assistant_message<'a>(cx: &Cx<'a>) -> (Option<&'a str>, Map<String, Value>) {
+fn last_assistant_message<'a>(cx: &Cx<'a>) -> TurnEnd<'a> {
     (cx.str("last_assistant_message"), Map::new())
 }
 
