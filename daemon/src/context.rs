@@ -87,13 +87,7 @@ pub async fn session_start_output(
         }
     };
     let wrapped = wrap(&text);
-    let out = match harness {
-        Harness::Cursor => serde_json::json!({ "additional_context": wrapped }),
-        _ => serde_json::json!({
-            "hookSpecificOutput": { "hookEventName": "SessionStart", "additionalContext": wrapped }
-        }),
-    };
-    Some(out.to_string())
+    Some((harness.spec().session_start_output)(&wrapped).to_string())
 }
 
 /// The change counters of a project's startup digest (migration 008), read in the snapshot the

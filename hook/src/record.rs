@@ -32,8 +32,9 @@ nmem record: the hook handler. Reads one hook payload on stdin and hands it to n
 
 Usage: nmem record [--harness claude-code|codex|codex-notify|gemini|cursor] [PAYLOAD]
 
-  --harness H   which harness sends the payload (default: claude-code). codex-notify takes the
-                payload as the last argument, as Codex's `notify` setting passes it.
+  --harness H   which harness sends the payload (default: claude-code; `claude` is the same).
+                codex-notify takes the payload as the last argument, as Codex's `notify`
+                setting passes it.
 
 Exit status: 0 when the event is stored or spooled (or nmem stores nothing for it); 1 when the
 payload is malformed (one line on stderr, nothing stored). Never 2.
@@ -57,7 +58,8 @@ pub fn status(args: &[String]) -> u8 {
                 Some(v) => Some(v.as_str()),
                 None => {
                     return fail(&format!(
-                        "`{a}` needs a value: claude-code, codex, codex-notify, gemini or cursor"
+                        "`{a}` needs a value: one of {}",
+                        Harness::names(|_| true)
                     ))
                 }
             }
@@ -70,8 +72,9 @@ pub fn status(args: &[String]) -> u8 {
                 Some(h) => harness = h,
                 None => {
                     return fail(&format!(
-                    "unknown harness `{v}`: use claude-code, codex, codex-notify, gemini or cursor"
-                ))
+                        "unknown harness `{v}`: use one of {}",
+                        Harness::names(|_| true)
+                    ))
                 }
             },
             None if a.starts_with("--") => {
@@ -82,10 +85,13 @@ pub fn status(args: &[String]) -> u8 {
     }
 
     let received_at = nmem_proto::now_ms();
-    let payload = match (harness, positional) {
-        (Harness::CodexNotify, Some(json)) => json.into_bytes(),
-        (Harness::CodexNotify, None) => {
-            return fail("codex-notify passes its JSON as the last argument, and there is none")
+    let spec = harness.spec();
+    let payload = match (spec.payload_in_argument, positional) {
+        (true, Some(json)) => json.into_bytes(),
+        (true, None) => {
+            return fail(&format!(
+                "{harness} passes its JSON as the last argument, and there is none"
+            ))
         }
         (_, Some(arg)) => {
             return fail(&format!(
@@ -115,13 +121,14 @@ pub fn status(args: &[String]) -> u8 {
     let Some(event) = env.event else {
         return 0;
     };
-    let cursor_prompt = harness == Harness::Cursor && event == Event::UserPrompt;
+    // What the harness waits for on this event, when the daemon says nothing.
+    let verdict = (spec.verdict)(event);
 
     let paths = Paths::from_env();
     if paths.paused_flag().exists() {
         // `nmemctl pause`: record nothing, and never make the agent wait.
-        if cursor_prompt {
-            print(r#"{"continue":true}"#);
+        if let Some(v) = verdict {
+            print(v);
         }
         return 0;
     }
@@ -174,9 +181,8 @@ pub fn status(args: &[String]) -> u8 {
             }
         }
     }
-    if cursor_prompt && !printed {
-        // Cursor waits for a verdict on beforeSubmitPrompt.
-        print(r#"{"continue":true}"#);
+    if let Some(v) = verdict.filter(|_| !printed) {
+        print(v);
     }
     0
 }
@@ -285,4 +291,23 @@ pub fn print(s: &str) {
 fn fail(msg: &str) -> u8 {
     eprintln!("nmem record: {msg}");
     1
+}
+
+#[cfg(test)]
+mod tests {
+    use nmem_proto::harness::Harness;
+
+    #[test]
+    fn usage_names_every_harness() {
+        let line = super::USAGE
+            .lines()
+            .find(|l| l.starts_with("Usage:"))
+            .unwrap();
+        for h in Harness::ALL {
+            assert!(
+                line.contains(h.as_str()),
+                "`nmem record --help` does not name {h}"
+            );
+        }
+    }
 }

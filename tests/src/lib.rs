@@ -401,87 +401,22 @@ pub fn bash_event(session: &str, n: usize) -> Vec<u8> {
     .into_bytes()
 }
 
-/// Hook events a Claude Code session would have sent, rebuilt from its transcript: one
-/// UserPromptSubmit per human prompt, one PostToolUse (or PostToolUseFailure) per tool result,
-/// one PreCompact per compaction. `transcript_path` is set on each, as Claude Code does.
-pub fn hook_events_from_transcript(jsonl: &str, transcript_path: &str) -> Vec<Vec<u8>> {
-    use serde_json::{json, Value};
-    let mut calls: std::collections::HashMap<String, (String, Value)> = Default::default();
-    let mut out = Vec::new();
-    for line in jsonl.lines() {
-        let Ok(v) = serde_json::from_str::<Value>(line) else {
-            continue;
-        };
-        let session = v["sessionId"].as_str().unwrap_or("s").to_string();
-        let cwd = v["cwd"].as_str().unwrap_or("/").to_string();
-        let base = |event: &str| json!({"session_id": session, "cwd": cwd, "hook_event_name": event, "transcript_path": transcript_path});
-        match v["type"].as_str() {
-            Some("user") => match &v["message"]["content"] {
-                Value::String(text) => {
-                    let injected = [
-                        "<command-",
-                        "<local-command-",
-                        "<system-reminder>",
-                        "<task-notification>",
-                    ]
-                    .iter()
-                    .any(|p| text.trim_start().starts_with(p));
-                    if v["isMeta"] == true || v["isCompactSummary"] == true || injected {
-                        continue;
-                    }
-                    let mut e = base("UserPromptSubmit");
-                    e["prompt"] = json!(text);
-                    out.push(e.to_string().into_bytes());
-                }
-                Value::Array(blocks) => {
-                    for b in blocks.iter().filter(|b| b["type"] == "tool_result") {
-                        let id = b["tool_use_id"].as_str().unwrap_or_default();
-                        let Some((name, input)) = calls.get(id) else {
-                            continue;
-                        };
-                        let mut e;
-                        if b["is_error"] == true {
-                            e = base("PostToolUseFailure");
-                            let err = match &b["content"] {
-                                Value::String(s) => s.clone(),
-                                other => other.to_string(),
-                            };
-                            e["error"] = json!(err);
-                        } else {
-                            e = base("PostToolUse");
-                            e["tool_response"] = v["toolUseResult"].clone();
-                        }
-                        e["tool_name"] = json!(name);
-                        e["tool_input"] = input.clone();
-                        e["tool_use_id"] = json!(id);
-                        out.push(e.to_string().into_bytes());
-                    }
-                }
-                _ => {}
-            },
-            Some("assistant") => {
-                for b in v["message"]["content"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .filter(|b| b["type"] == "tool_use")
-                {
-                    calls.insert(
-                        b["id"].as_str().unwrap_or_default().to_string(),
-                        (
-                            b["name"].as_str().unwrap_or_default().to_string(),
-                            b["input"].clone(),
-                        ),
-                    );
-                }
-            }
-            Some("system") if v["subtype"] == "compact_boundary" => {
-                let mut e = base("PreCompact");
-                e["trigger"] = v["compactMetadata"]["trigger"].clone();
-                out.push(e.to_string().into_bytes());
-            }
-            _ => {}
-        }
-    }
-    out
+/// Hook events a Claude Code session would have sent, rebuilt from its transcript by the real
+/// importer (`nmem_shim::import::replay`): one UserPromptSubmit per human prompt, one
+/// PostToolUse (or PostToolUseFailure) per tool result, one PreCompact per compaction, each
+/// with `transcript_path` = `path`, as Claude Code sends them.
+pub fn hook_events_from_transcript(path: &Path) -> Vec<Vec<u8>> {
+    let (harness, events): (Vec<_>, Vec<_>) = nmem_shim::import::replay(path)
+        .unwrap_or_else(|| panic!("{} is not a session file", path.display()))
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
+        .into_iter()
+        .unzip();
+    assert!(
+        harness
+            .iter()
+            .all(|h| *h == nmem_proto::harness::Harness::ClaudeCode),
+        "{} is not a Claude Code transcript",
+        path.display()
+    );
+    events
 }

@@ -105,21 +105,18 @@ fn an_import_after_live_capture_adds_nothing() {
     let t = sample(&home);
     // The same session captured live first (hooks carry tool_use_id and prompt_id).
     let transcript = std::fs::read_to_string(&t).unwrap();
-    for e in hook_events_from_transcript(&transcript, t.to_str().unwrap()) {
-        let mut v: serde_json::Value = serde_json::from_slice(&e).unwrap();
+    for e in hook_events_from_transcript(&t) {
+        // Live payloads carry the prompt's id, as the transcript line does.
+        let v: serde_json::Value = serde_json::from_slice(&e).unwrap();
         if v["hook_event_name"] == "UserPromptSubmit" {
-            // Live payloads carry the prompt's id, as the transcript line does.
             let line = transcript
                 .lines()
                 .find(|l| l.contains(v["prompt"].as_str().unwrap().get(..30).unwrap()))
                 .unwrap();
             let lv: serde_json::Value = serde_json::from_str(line).unwrap();
-            v["prompt_id"] = lv["promptId"].clone();
+            assert_eq!(v["prompt_id"], lv["promptId"], "{v}");
         }
-        assert!(home
-            .record("claude-code", v.to_string().as_bytes())
-            .status
-            .success());
+        assert!(home.record("claude-code", &e).status.success());
     }
     let live = home.count("SELECT (SELECT COUNT(*) FROM observations WHERE obs_type != 'compaction') + (SELECT COUNT(*) FROM prompts)");
     let out = import(&home, &[&t]);

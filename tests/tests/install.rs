@@ -402,3 +402,54 @@ fn install_offers_the_sessions_on_disk_and_imports_them_with_import() {
         3
     );
 }
+
+/// One alias table: `record`, `install` and `import` take the same names for a harness (`claude`
+/// is Claude Code everywhere), and refuse the same unknown one, saying which names they take.
+#[test]
+fn record_install_and_import_take_the_same_harness_names() {
+    let home = Home::new("aliases");
+    let fake_home = home.dir.join("home");
+    std::fs::create_dir_all(&fake_home).unwrap();
+    let payload = br#"{"session_id":"s1","cwd":"/w","hook_event_name":"PreToolUse"}"#;
+    for name in ["claude", "claude-code"] {
+        let out = home.record(name, payload);
+        assert!(out.status.success(), "record --harness {name}: {out:?}");
+        let out = run(
+            &home,
+            &fake_home,
+            &["install", "--harness", name, "--no-service", "--dry-run"],
+        );
+        assert!(
+            out.contains(".claude/settings.json"),
+            "install {name}: {out}"
+        );
+        let out = home
+            .cmd("nmem")
+            .args(["import", "--harness", name, "--dry-run", "--json"])
+            .arg(home.dir.join("no-such-folder"))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "import --harness {name}: {out:?}");
+    }
+    let record = home.record("claude_code", payload);
+    let install = home
+        .cmd("nmem")
+        .args(["install", "--harness", "claude_code", "--dry-run"])
+        .env("HOME", &fake_home)
+        .output()
+        .unwrap();
+    let import = home
+        .cmd("nmem")
+        .args(["import", "--harness", "claude_code", "--dry-run"])
+        .output()
+        .unwrap();
+    for (what, out) in [("record", record), ("install", install), ("import", import)] {
+        assert!(!out.status.success(), "{what} took `claude_code`");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("claude-code, codex"), "{what}: {err}");
+    }
+    assert!(
+        !fake_home.join(".claude").exists(),
+        "a dry run changed nothing"
+    );
+}

@@ -26,7 +26,7 @@ fn the_sample_session_replayed_through_hooks_gives_the_counts_its_readme_gives()
     // The transcript lives where Claude Code keeps it: a copy we own.
     let path = home.dir.join("sample-session.jsonl");
     std::fs::write(&path, &transcript).unwrap();
-    let events = hook_events_from_transcript(&transcript, path.to_str().unwrap());
+    let events = hook_events_from_transcript(&path);
     for e in &events {
         let out = home.record("claude-code", e);
         assert!(out.status.success(), "{out:?}");

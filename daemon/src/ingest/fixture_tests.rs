@@ -259,6 +259,38 @@ fn every_fixture_of_other_harnesses_is_listed() {
     }
 }
 
+/// A harness added to the enum without its fixtures (and the daemon's module behind them) fails
+/// here: each must have fixtures that store something, a tool call among them when it reports
+/// tool calls, and Claude Code's are read from its own folder.
+#[test]
+fn every_harness_has_fixtures_that_store() {
+    for h in Harness::ALL {
+        let stored: Vec<Prepared> = match h {
+            Harness::ClaudeCode => std::fs::read_dir(fixtures().join("claude-code"))
+                .unwrap()
+                .filter_map(|e| prepare(h, std::fs::read(e.unwrap().path()).unwrap()))
+                .collect(),
+            _ => TABLE
+                .iter()
+                .filter(|(_, th, _, want)| *th == h && !want.is_empty())
+                .filter_map(|(dir, _, file, _)| {
+                    prepare(h, std::fs::read(fixtures().join(dir).join(file)).unwrap())
+                })
+                .collect(),
+        };
+        assert!(
+            !stored.is_empty(),
+            "{h} has no fixture that stores anything"
+        );
+        if h != Harness::CodexNotify {
+            assert!(
+                stored.iter().any(|p| p.event == Event::ToolUse),
+                "{h} has no tool call fixture"
+            );
+        }
+    }
+}
+
 fn obs(dir: &str, file: &str, harness: Harness) -> Obs {
     match prepare(
         harness,

@@ -6,7 +6,7 @@
 
 use super::text::{first_line, truncate};
 use super::{Cx, NewPrompt, Obs, Record, SessionEffect};
-use nmem_proto::harness::{Event, Harness};
+use nmem_proto::harness::Event;
 use serde_json::{json, Map, Value};
 
 pub(crate) fn extract(cx: &Cx) -> (Record, SessionEffect) {
@@ -37,7 +37,7 @@ pub(crate) fn extract(cx: &Cx) -> (Record, SessionEffect) {
         // A turn end is worth a row only when it says something (the last assistant message:
         // decisions are often only there); otherwise it only counts, on the session.
         Event::Stop => {
-            let (message, meta) = turn_end_message(cx);
+            let (message, meta) = super::harness::turn_end(cx);
             match message.map(str::trim).filter(|m| !m.is_empty()) {
                 Some(m) => (
                     obs("turn_end", truncate(m, cx.limits.message_chars), meta),
@@ -127,23 +127,6 @@ fn user_prompt(cx: &Cx) -> (Record, SessionEffect) {
         prompt_uid: uid.map(str::to_string),
     };
     (Record::Prompt(prompt), SessionEffect::None)
-}
-
-/// The last assistant message, wherever the harness puts it.
-fn turn_end_message<'a>(cx: &Cx<'a>) -> (Option<&'a str>, Map<String, Value>) {
-    match cx.harness {
-        Harness::Gemini => (cx.str("prompt_response"), Map::new()),
-        // Cursor's `stop` carries only a status: a count, not a row.
-        Harness::Cursor => match cx.str("hook_event_name") {
-            Some("afterAgentResponse") => (cx.str("text"), Map::new()),
-            _ => (None, Map::new()),
-        },
-        Harness::CodexNotify => (
-            cx.str("last-assistant-message"),
-            meta([("turn_id", json!(cx.str("turn-id")))]),
-        ),
-        _ => (cx.str("last_assistant_message"), Map::new()),
-    }
 }
 
 fn obs(obs_type: &'static str, content: String, metadata: Map<String, Value>) -> Record {

@@ -2,8 +2,9 @@
 //! tool, redact. Deterministic, no LLM, no I/O but the project lookup.
 //!
 //! One hook event gives zero or one observation, or one prompt, plus a change to its session
-//! ([`SessionEffect`]). Adding a tool is one file under `tools/` plus its fixture test; adding a
-//! harness is one file under `harness/`.
+//! ([`SessionEffect`]). Adding a tool is one file under `tools/` plus its fixture test; what
+//! differs per harness is its module under `harness/` (the daemon's half; ARCHITECTURE.md,
+//! "Adding a harness", lists the rest).
 
 mod bounds;
 mod clean;
@@ -41,8 +42,9 @@ impl RawEvent {
         check_event_id(&event_id)?;
         let harness = Harness::parse(harness).ok_or_else(|| {
             format!(
-                "unknown harness `{}`: one of claude-code, codex, codex-notify, gemini, cursor",
-                harness.escape_debug()
+                "unknown harness `{}`: one of {}",
+                harness.escape_debug(),
+                Harness::names(|_| true)
             )
         })?;
         Ok(RawEvent {
@@ -315,14 +317,12 @@ impl Ingest {
         // Reasoning first: it is older than the event that brought it. Read whole, cut once
         // redacted.
         let tail = match (
-            raw.harness,
+            harness::of(raw.harness).transcript,
             raw_obj.get("transcript_path").and_then(Value::as_str),
         ) {
-            (Harness::ClaudeCode, Some(path)) => {
-                self.tailer.tail(env.session_id, path, usize::MAX, || {
-                    (self.stored_offset)(env.session_id)
-                })
-            }
+            (true, Some(path)) => self.tailer.tail(env.session_id, path, usize::MAX, || {
+                (self.stored_offset)(env.session_id)
+            }),
             _ => reasoning::Tail::default(),
         };
         let mut prepared = Prepared {

@@ -3,6 +3,7 @@
 //! errors still say `nmem`. `record` is handled here too, for whoever calls `nmem-cli` directly.
 
 use clap::{Parser, Subcommand, ValueEnum};
+use nmem_proto::harness::Harness;
 use nmem_proto::query::{OrderBy, SearchMode};
 use nmem_shim::cli;
 use std::process::ExitCode;
@@ -70,8 +71,8 @@ struct ProjectArgs {
 
 #[derive(clap::Args)]
 struct TargetArgs {
-    /// claude-code, codex, gemini, cursor or all (default: Claude Code and every other harness
-    /// whose config folder exists).
+    /// claude-code (or claude), codex, gemini, cursor or all (default: Claude Code and every
+    /// other harness whose config folder exists).
     #[arg(long)]
     harness: Option<String>,
     /// Leave the service manager alone (the shims start nmemd on demand).
@@ -87,12 +88,15 @@ impl TargetArgs {
         let targets = match self
             .harness
             .as_deref()
-            .map(nmem_shim::install::Target::parse)
+            .map(|h| Harness::choose(h, |s| s.installs))
         {
             None => None,
             Some(Some(t)) => Some(t),
             Some(None) => {
-                eprintln!("nmem: unknown harness; use claude-code, codex, gemini, cursor or all");
+                eprintln!(
+                    "nmem: unknown harness; use {} or all",
+                    Harness::names(|s| s.installs)
+                );
                 return Err(ExitCode::from(2));
             }
         };
@@ -214,7 +218,7 @@ enum Command {
     Import {
         /// Session files or folders (default: each harness's own folder).
         paths: Vec<std::path::PathBuf>,
-        /// Whose sessions: claude-code, codex, gemini or all.
+        /// Whose sessions: claude-code (or claude), codex, gemini or all.
         #[arg(long, default_value = "all")]
         harness: String,
         /// Only events from this date on (2026-08-20 or an ISO date-time).
@@ -332,8 +336,11 @@ fn main() -> ExitCode {
             dry_run,
             json,
         } => {
-            let Some(sources) = nmem_shim::import::Source::parse(&harness) else {
-                eprintln!("nmem import: --harness takes claude-code, codex, gemini or all (not `{harness}`)");
+            let Some(sources) = Harness::choose(&harness, |s| s.imports) else {
+                eprintln!(
+                    "nmem import: --harness takes {} or all (not `{harness}`)",
+                    Harness::names(|s| s.imports)
+                );
                 return ExitCode::from(2);
             };
             let since_ms = match since

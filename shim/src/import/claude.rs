@@ -12,11 +12,12 @@
 //! stored with its Task call). Each line names its own session, so a file may hold several.
 //! Every line is counted: used, or not stored under a `Reason`.
 
-use super::{event_id, Counts, Options, Reason, Synth};
+use super::{event_id, Counts, Head, Importer, Options, Reason, Synth};
+use nmem_proto::harness::Harness;
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::io::BufRead;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 fn is_injected(text: &str) -> bool {
     let t = text.trim_start();
@@ -96,19 +97,40 @@ fn user_line(content: &Value) -> UserLine {
     }
 }
 
-/// Replay one transcript file as hook events.
-pub(super) fn synthesize(
-    path: &Path,
-    opts: &Options,
-    counts: &Counts,
-) -> std::io::Result<Vec<Synth>> {
-    let file = std::fs::File::open(path)?;
-    parse(
-        std::io::BufReader::new(file),
-        &path.to_string_lossy(),
-        opts,
-        counts,
-    )
+/// Claude Code's importer.
+pub(super) struct Claude;
+
+impl Importer for Claude {
+    fn harness(&self) -> Harness {
+        Harness::ClaudeCode
+    }
+
+    fn default_root(&self) -> Option<PathBuf> {
+        let dir = std::env::var_os("CLAUDE_CONFIG_DIR")
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".claude")));
+        dir.map(|p| p.join("projects"))
+    }
+
+    /// Any JSON-lines file the other importers did not claim.
+    fn claims(&self, file: &Head) -> bool {
+        !file.json
+    }
+
+    fn synthesize(
+        &self,
+        path: &Path,
+        opts: &Options,
+        counts: &Counts,
+    ) -> std::io::Result<Vec<Synth>> {
+        let file = std::fs::File::open(path)?;
+        parse(
+            std::io::BufReader::new(file),
+            &path.to_string_lossy(),
+            opts,
+            counts,
+        )
+    }
 }
 
 /// The transcript's lines as hook events; every line is counted as used or under a `Reason`.

@@ -11,10 +11,12 @@
 //! identity), PostToolUse / PostToolUseFailure with `tool_use_id` = `call_id`, Stop with the last
 //! assistant message, PreCompact. Unknown kinds are passed over; broken lines are counted.
 
-use super::{event_id, Counts, Options, Reason, Synth};
+use super::{event_id, Counts, Head, Importer, Options, Reason, Synth};
+use nmem_proto::harness::codex::shell_output;
+use nmem_proto::harness::Harness;
 use serde_json::{json, Value};
 use std::collections::{HashMap, HashSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 const HARNESS: &str = "codex";
 
@@ -83,19 +85,11 @@ fn output_text(out: &Value) -> (String, Option<i64>) {
             return (text.to_string(), code);
         }
     }
-    let code = raw
-        .lines()
-        .take(3)
-        .find_map(|l| {
-            l.strip_prefix("Exit code:")
-                .or_else(|| l.strip_prefix("Process exited with code"))
-        })
-        .and_then(|c| c.trim().parse().ok());
-    let text = match raw.split_once("\nOutput:\n") {
-        Some((_, body)) if code.is_some() => body.to_string(),
-        _ => raw,
-    };
-    (text, code)
+    // The same reading as the daemon's for live hooks.
+    match nmem_proto::harness::codex::exit_code(&raw) {
+        Some(code) => (shell_output(&raw).to_string(), Some(code)),
+        None => (raw, None),
+    }
 }
 
 /// Scaffolding Codex puts in user messages: instructions, environment, AGENTS.md.
@@ -124,13 +118,45 @@ fn message_text(content: &Value) -> String {
     }
 }
 
-pub(super) fn synthesize(
-    path: &Path,
-    opts: &Options,
-    counts: &Counts,
-) -> std::io::Result<Vec<Synth>> {
-    let text = std::fs::read(path)?;
-    Ok(parse(&text, &path.to_string_lossy(), opts, counts))
+/// Codex CLI's importer.
+pub(super) struct Codex;
+
+impl Importer for Codex {
+    fn harness(&self) -> Harness {
+        Harness::Codex
+    }
+
+    fn default_root(&self) -> Option<PathBuf> {
+        let dir = std::env::var_os("CODEX_HOME")
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".codex")));
+        dir.map(|p| p.join("sessions"))
+    }
+
+    /// `{timestamp, type, payload}` lines, or (older rollouts) a bare first line
+    /// `{id, timestamp, instructions, git?}`, or a file named like a rollout.
+    fn claims(&self, file: &Head) -> bool {
+        let v = &file.first;
+        let legacy = v.get("type").is_none()
+            && v.get("sessionId").is_none()
+            && v["id"].is_string()
+            && v["timestamp"].is_string()
+            && (v.get("instructions").is_some() || v.get("git").is_some());
+        !file.json
+            && ((v.get("payload").is_some() && v.get("type").is_some())
+                || legacy
+                || (file.name.starts_with("rollout-") && v.get("sessionId").is_none()))
+    }
+
+    fn synthesize(
+        &self,
+        path: &Path,
+        opts: &Options,
+        counts: &Counts,
+    ) -> std::io::Result<Vec<Synth>> {
+        let text = std::fs::read(path)?;
+        Ok(parse(&text, &path.to_string_lossy(), opts, counts))
+    }
 }
 
 /// The milliseconds a UUIDv7 carries (Codex's thread and turn ids), if it is one.

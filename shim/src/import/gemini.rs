@@ -13,7 +13,8 @@
 //! Gemini knows (`~/.gemini/projects.json`, `trustedFolders.json`) and the current folder and
 //! its parents; a chat whose folder cannot be found is skipped and counted.
 
-use super::{event_id, Counts, Options, Reason, Synth};
+use super::{event_id, Counts, Head, Importer, Options, Reason, Synth};
+use nmem_proto::harness::Harness;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
@@ -22,7 +23,7 @@ use std::path::{Path, PathBuf};
 const HARNESS: &str = "gemini";
 
 /// Known project folders by their Gemini project hash.
-pub(super) struct Roots(HashMap<String, String>);
+struct Roots(HashMap<String, String>);
 
 fn sha256_hex(s: &str) -> String {
     Sha256::digest(s.as_bytes())
@@ -173,22 +174,53 @@ fn text_of(v: &Value) -> String {
     }
 }
 
-pub(super) fn synthesize(
-    path: &Path,
-    opts: &Options,
-    counts: &Counts,
-    roots: &Roots,
-) -> std::io::Result<Vec<Synth>> {
-    let (header, header_lines, messages) = read_chat(path, counts)?;
-    Ok(replay(
-        &header,
-        header_lines,
-        &messages,
-        roots.folder(path, header["projectHash"].as_str().unwrap_or("")),
-        &path.to_string_lossy(),
-        opts,
-        counts,
-    ))
+/// Gemini CLI's importer.
+pub(super) struct Gemini;
+
+impl Importer for Gemini {
+    fn harness(&self) -> Harness {
+        Harness::Gemini
+    }
+
+    fn default_root(&self) -> Option<PathBuf> {
+        std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".gemini").join("tmp"))
+    }
+
+    /// A chat (one JSON object; other `.json` files, settings and logs, are not sessions), or
+    /// its JSON-lines form.
+    fn claims(&self, file: &Head) -> bool {
+        if file.json {
+            file.name.starts_with("session-") || file.text.contains("\"projectHash\"")
+        } else {
+            file.first.get("projectHash").is_some() || file.first.get("$set").is_some()
+        }
+    }
+
+    fn synthesize(
+        &self,
+        path: &Path,
+        opts: &Options,
+        counts: &Counts,
+    ) -> std::io::Result<Vec<Synth>> {
+        // The folders Gemini knows, looked up once per run.
+        static ROOTS: std::sync::OnceLock<Roots> = std::sync::OnceLock::new();
+        let roots = ROOTS.get_or_init(Roots::discover);
+        let (header, header_lines, messages) = read_chat(path, counts)?;
+        Ok(replay(
+            &header,
+            header_lines,
+            &messages,
+            roots.folder(path, header["projectHash"].as_str().unwrap_or("")),
+            &path.to_string_lossy(),
+            opts,
+            counts,
+        ))
+    }
+
+    /// Its hooks carry no ids at all.
+    fn live_ids(&self) -> bool {
+        false
+    }
 }
 
 /// Both steps on bytes, with a folder for any chat (for the property tests).

@@ -17,6 +17,7 @@ mod claude;
 mod codex;
 mod gemini;
 
+use nmem_proto::harness::Harness;
 use nmem_proto::{client, wire};
 use sha2::{Digest, Sha256};
 use std::io::{BufRead, IsTerminal, Read, Write};
@@ -25,92 +26,92 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
-/// The harnesses whose files can be imported.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Source {
-    ClaudeCode,
-    Codex,
-    Gemini,
+/// One harness's session files: where the harness keeps them, how to tell them from other
+/// files, how to replay one as the hook events the harness sends live. One module per harness
+/// implements it (`claude`, `codex`, `gemini`); [`IMPORTERS`] lists them.
+pub(crate) trait Importer: Sync {
+    fn harness(&self) -> Harness;
+    /// Where the harness keeps its sessions on this machine.
+    fn default_root(&self) -> Option<PathBuf>;
+    /// Whether this file is one of its sessions, from its name and first bytes.
+    fn claims(&self, file: &Head) -> bool;
+    /// Replay one file as hook events; every line read is counted as used or under a `Reason`.
+    fn synthesize(
+        &self,
+        path: &Path,
+        opts: &Options,
+        counts: &Counts,
+    ) -> std::io::Result<Vec<Synth>>;
+    /// Whether its live hooks carry ids that match the import's (tool call and prompt ids):
+    /// when not, what the file holds from the moment live capture began is left out.
+    fn live_ids(&self) -> bool {
+        true
+    }
 }
 
-impl Source {
-    pub const ALL: [Source; 3] = [Source::ClaudeCode, Source::Codex, Source::Gemini];
+/// Every importer, in the order files are offered to them: Claude Code's last, as it takes any
+/// JSON-lines file the others do not.
+pub(crate) const IMPORTERS: [&dyn Importer; 3] = [&codex::Codex, &gemini::Gemini, &claude::Claude];
 
-    pub fn parse(s: &str) -> Option<Vec<Source>> {
-        Some(match s {
-            "claude-code" | "claude" => vec![Source::ClaudeCode],
-            "codex" => vec![Source::Codex],
-            "gemini" => vec![Source::Gemini],
-            "all" => Source::ALL.to_vec(),
-            _ => return None,
-        })
-    }
+/// The importer of a harness, if `nmem import` reads its files.
+pub(crate) fn importer(h: Harness) -> Option<&'static dyn Importer> {
+    IMPORTERS.into_iter().find(|i| i.harness() == h)
+}
 
-    pub fn name(self) -> &'static str {
-        match self {
-            Source::ClaudeCode => "Claude Code",
-            Source::Codex => "Codex",
-            Source::Gemini => "Gemini CLI",
-        }
-    }
+/// The harnesses whose files can be imported.
+pub fn importable() -> Vec<Harness> {
+    IMPORTERS.iter().map(|i| i.harness()).collect()
+}
 
-    /// Where the harness keeps its sessions on this machine.
-    pub fn default_root(self) -> Option<PathBuf> {
-        let home = std::env::var_os("HOME").map(PathBuf::from);
-        let from = |var: &str, sub: &str| {
-            std::env::var_os(var)
-                .map(PathBuf::from)
-                .or_else(|| home.as_ref().map(|h| h.join(sub)))
-        };
-        match self {
-            Source::ClaudeCode => from("CLAUDE_CONFIG_DIR", ".claude").map(|p| p.join("projects")),
-            Source::Codex => from("CODEX_HOME", ".codex").map(|p| p.join("sessions")),
-            Source::Gemini => home.map(|h| h.join(".gemini").join("tmp")),
-        }
-    }
+/// What a file is judged on: its name and its head (the first line of a JSON-lines file, the
+/// first 4 KiB of a `.json` one).
+pub(crate) struct Head<'a> {
+    pub name: &'a str,
+    /// A `.json` file (one JSON value), not `.jsonl`.
+    pub json: bool,
+    /// `.json`: its first 4 KiB, as text.
+    pub text: String,
+    /// `.jsonl`: its first line, parsed (`null` when it is not JSON).
+    pub first: serde_json::Value,
+}
 
-    /// Which harness wrote this file, from its name and first line.
-    fn sniff(path: &Path) -> Option<Source> {
+impl Head<'_> {
+    /// Which importer takes this file, if any.
+    fn sniff(path: &Path, harnesses: &[Harness]) -> Option<&'static dyn Importer> {
         let name = path.file_name()?.to_str()?;
         let json = name.ends_with(".json");
         if !json && !name.ends_with(".jsonl") {
             return None;
         }
-        let mut first = Vec::new();
         let mut f = std::io::BufReader::new(std::fs::File::open(path).ok()?);
+        let mut head = Head {
+            name,
+            json,
+            text: String::new(),
+            first: serde_json::Value::Null,
+        };
         if json {
-            // A Gemini chat (one JSON object); other .json files (settings, logs) are not sessions.
-            let mut head = [0u8; 4096];
-            let n = f.read(&mut head).ok()?;
-            let head = String::from_utf8_lossy(&head[..n]);
-            return (name.starts_with("session-") || head.contains("\"projectHash\""))
-                .then_some(Source::Gemini);
-        }
-        f.take(1 << 20).read_until(b'\n', &mut first).ok()?;
-        let v: serde_json::Value = serde_json::from_slice(&first).unwrap_or_default();
-        // Codex: `{timestamp, type, payload}` lines, or (older rollouts) a bare first line
-        // `{id, timestamp, instructions, git?}`.
-        let legacy_codex = v.get("type").is_none()
-            && v.get("sessionId").is_none()
-            && v["id"].is_string()
-            && v["timestamp"].is_string()
-            && (v.get("instructions").is_some() || v.get("git").is_some());
-        if (v.get("payload").is_some() && v.get("type").is_some())
-            || legacy_codex
-            || (name.starts_with("rollout-") && v.get("sessionId").is_none())
-        {
-            Some(Source::Codex)
-        } else if v.get("projectHash").is_some() || v.get("$set").is_some() {
-            Some(Source::Gemini)
+            let mut buf = [0u8; 4096];
+            let n = f.read(&mut buf).ok()?;
+            head.text = String::from_utf8_lossy(&buf[..n]).into_owned();
         } else {
-            Some(Source::ClaudeCode)
+            let mut first = Vec::new();
+            f.take(1 << 20).read_until(b'\n', &mut first).ok()?;
+            head.first = serde_json::from_slice(&first).unwrap_or_default();
         }
+        // The first importer that claims it, whether or not it was asked for: a Codex rollout
+        // is not a Claude Code transcript when only Claude Code's are imported.
+        IMPORTERS
+            .into_iter()
+            .find(|i| i.claims(&head))
+            .filter(|i| harnesses.contains(&i.harness()))
     }
 }
 
 pub struct Options {
     pub paths: Vec<PathBuf>,
-    pub sources: Vec<Source>,
+    /// Whose files (harnesses with an importer).
+    pub sources: Vec<Harness>,
     pub since_ms: Option<i64>,
     pub project: Option<String>,
     pub dry_run: bool,
@@ -297,7 +298,7 @@ impl LiveSince {
 }
 
 /// One synthesized hook event: its payload, and the two fields the import itself looks at.
-struct Synth {
+pub(crate) struct Synth {
     id: String,
     at: i64,
     harness: &'static str,
@@ -320,9 +321,12 @@ impl Synth {
     }
 }
 
-/// The session files under the roots (files or folders), with the harness that wrote each.
-pub fn session_files(roots: &[PathBuf], sources: &[Source]) -> Vec<(PathBuf, Source)> {
-    fn walk(p: &Path, sources: &[Source], out: &mut Vec<(PathBuf, Source)>) {
+/// The session files under the roots (files or folders), with the importer of each.
+pub(crate) fn session_files(
+    roots: &[PathBuf],
+    sources: &[Harness],
+) -> Vec<(PathBuf, &'static dyn Importer)> {
+    fn walk(p: &Path, sources: &[Harness], out: &mut Vec<(PathBuf, &'static dyn Importer)>) {
         if p.is_dir() {
             if let Ok(rd) = std::fs::read_dir(p) {
                 let mut entries: Vec<PathBuf> =
@@ -332,8 +336,8 @@ pub fn session_files(roots: &[PathBuf], sources: &[Source]) -> Vec<(PathBuf, Sou
                     walk(&e, sources, out);
                 }
             }
-        } else if let Some(s) = Source::sniff(p).filter(|s| sources.contains(s)) {
-            out.push((p.to_path_buf(), s));
+        } else if let Some(i) = Head::sniff(p, sources) {
+            out.push((p.to_path_buf(), i));
         }
     }
     let mut out = Vec::new();
@@ -341,6 +345,31 @@ pub fn session_files(roots: &[PathBuf], sources: &[Source]) -> Vec<(PathBuf, Sou
         walk(r, sources, &mut out);
     }
     out
+}
+
+/// One replayed hook event: the harness that sends it, and its payload.
+pub type Replayed = (Harness, Vec<u8>);
+
+/// The hook events one session file replays as (the payloads `nmem import` sends, in order),
+/// with the harness that sends each; `None` when no importer takes the file. For tests that
+/// record a session through `nmem record`, as live capture would have.
+pub fn replay(path: &Path) -> Option<std::io::Result<Vec<Replayed>>> {
+    let importer = Head::sniff(path, &importable())?;
+    let opts = Options {
+        paths: Vec::new(),
+        sources: importable(),
+        since_ms: None,
+        project: None,
+        dry_run: true,
+        json: false,
+    };
+    let events = importer.synthesize(path, &opts, &Counts::default());
+    Some(events.map(|events| {
+        events
+            .into_iter()
+            .map(|e| (importer.harness(), e.payload))
+            .collect()
+    }))
 }
 
 fn event_id(parts: &[&str]) -> String {
@@ -360,11 +389,16 @@ fn event_id(parts: &[&str]) -> String {
 
 /// Leave out what live capture already recorded and nothing could match by id (Gemini's hooks
 /// carry no ids at all; no harness's turn end has one), from the moment live capture began.
-fn drop_recorded_live(events: &mut Vec<Synth>, source: Source, live: &LiveSince, counts: &Counts) {
+fn drop_recorded_live(
+    events: &mut Vec<Synth>,
+    importer: &dyn Importer,
+    live: &LiveSince,
+    counts: &Counts,
+) {
     let mut since: std::collections::HashMap<String, Option<i64>> = Default::default();
     let before = events.len();
     events.retain(|e| {
-        let unmatched = source == Source::Gemini || e.event == "Stop";
+        let unmatched = !importer.live_ids() || e.event == "Stop";
         if !unmatched {
             return true;
         }
@@ -398,7 +432,8 @@ pub fn run(opts: Options) -> ExitCode {
     let roots: Vec<PathBuf> = if opts.paths.is_empty() {
         opts.sources
             .iter()
-            .filter_map(|s| s.default_root())
+            .filter_map(|h| importer(*h))
+            .filter_map(|i| i.default_root())
             .collect()
     } else {
         opts.paths.clone()
@@ -413,7 +448,7 @@ pub fn run(opts: Options) -> ExitCode {
             "no {} sessions found under {}",
             opts.sources
                 .iter()
-                .map(|s| s.name())
+                .map(|h| h.spec().title)
                 .collect::<Vec<_>>()
                 .join(" / "),
             roots
@@ -463,17 +498,12 @@ pub fn run(opts: Options) -> ExitCode {
         b
     });
     let mut failed = None;
-    let gemini_roots = gemini::Roots::discover();
     let live = LiveSince::open(&paths.db);
-    for (i, (f, source)) in files.iter().enumerate() {
+    for (i, (f, importer)) in files.iter().enumerate() {
         counts.files.fetch_add(1, Relaxed);
-        let events = match source {
-            Source::ClaudeCode => claude::synthesize(f, &opts, &counts),
-            Source::Codex => codex::synthesize(f, &opts, &counts),
-            Source::Gemini => gemini::synthesize(f, &opts, &counts, &gemini_roots),
-        };
+        let events = importer.synthesize(f, &opts, &counts);
         let events = events.map(|mut events| {
-            drop_recorded_live(&mut events, *source, &live, &counts);
+            drop_recorded_live(&mut events, *importer, &live, &counts);
             events
         });
         let events = match events {
@@ -590,19 +620,16 @@ fn summary(counts: &Counts, dry_run: bool, json: bool, secs: f64) -> String {
 /// After `nmem install`: import the sessions already on disk, when asked to (`--import`) or when
 /// the user says yes on a terminal; otherwise say how.
 pub fn offer(import: bool) -> ExitCode {
-    let roots: Vec<PathBuf> = Source::ALL
-        .iter()
-        .filter_map(|s| s.default_root())
-        .collect();
-    let files = session_files(&roots, &Source::ALL);
+    let roots: Vec<PathBuf> = IMPORTERS.iter().filter_map(|i| i.default_root()).collect();
+    let files = session_files(&roots, &importable());
     if files.is_empty() {
         return ExitCode::SUCCESS;
     }
     let mut by: Vec<String> = Vec::new();
-    for s in Source::ALL {
-        let n = files.iter().filter(|(_, f)| *f == s).count();
+    for h in importable() {
+        let n = files.iter().filter(|(_, i)| i.harness() == h).count();
         if n > 0 {
-            by.push(format!("{n} {}", s.name()));
+            by.push(format!("{n} {}", h.spec().title));
         }
     }
     let found = format!(
@@ -631,7 +658,7 @@ pub fn offer(import: bool) -> ExitCode {
     }
     run(Options {
         paths: Vec::new(),
-        sources: Source::ALL.to_vec(),
+        sources: importable(),
         since_ms: None,
         project: None,
         dry_run: false,
@@ -747,11 +774,82 @@ pub(super) mod tests {
     pub(in crate::import) fn opts() -> Options {
         Options {
             paths: Vec::new(),
-            sources: Source::ALL.to_vec(),
+            sources: importable(),
             since_ms: None,
             project: None,
             dry_run: true,
             json: false,
+        }
+    }
+
+    /// A harness the contract says `nmem import` reads has exactly one importer, and the
+    /// choices `--harness` takes are the contract's names and aliases.
+    #[test]
+    fn every_importable_harness_has_one_importer() {
+        for h in Harness::ALL {
+            let n = IMPORTERS.iter().filter(|i| i.harness() == h).count();
+            assert_eq!(n, usize::from(h.spec().imports), "{h}: importers");
+            for name in std::iter::once(&h.spec().name).chain(h.spec().aliases) {
+                let chosen = Harness::choose(name, |s| s.imports);
+                assert_eq!(chosen, h.spec().imports.then(|| vec![h]), "{name}");
+            }
+        }
+        let all = Harness::choose("all", |s| s.imports).unwrap();
+        assert_eq!(all.len(), IMPORTERS.len());
+        assert!(all.iter().all(|h| importable().contains(h)));
+    }
+
+    /// Each importer claims its own kind of file, and Claude Code's takes what the others
+    /// leave (it is last).
+    #[test]
+    fn files_go_to_their_importer() {
+        use serde_json::json;
+        let head = |name: &'static str, first: serde_json::Value, text: &str| Head {
+            name,
+            json: name.ends_with(".json"),
+            text: text.to_string(),
+            first,
+        };
+        let cases = [
+            (
+                head(
+                    "r.jsonl",
+                    json!({"timestamp": "t", "type": "session_meta", "payload": {}}),
+                    "",
+                ),
+                Some(Harness::Codex),
+            ),
+            (
+                head(
+                    "rollout-1.jsonl",
+                    json!({"id": "x", "timestamp": "t", "instructions": ""}),
+                    "",
+                ),
+                Some(Harness::Codex),
+            ),
+            (
+                head("c.jsonl", json!({"sessionId": "s", "projectHash": "h"}), ""),
+                Some(Harness::Gemini),
+            ),
+            (
+                head("session-1.json", serde_json::Value::Null, "{"),
+                Some(Harness::Gemini),
+            ),
+            (
+                head("c.jsonl", json!({"type": "user", "sessionId": "s"}), ""),
+                Some(Harness::ClaudeCode),
+            ),
+            (
+                head("settings.json", serde_json::Value::Null, "{\"theme\": 1}"),
+                None,
+            ),
+        ];
+        for (h, want) in cases {
+            let got = IMPORTERS
+                .into_iter()
+                .find(|i| i.claims(&h))
+                .map(|i| i.harness());
+            assert_eq!(got, want, "{}", h.name);
         }
     }
 

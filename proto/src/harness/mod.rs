@@ -5,10 +5,19 @@
 //! (an object, a safe session id, a string cwd, a string event name); every other field is
 //! optional and unknown fields are ignored, because harnesses add fields often.
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 use std::fmt;
 
-/// Which harness sent the payload (`nmem record --harness …`).
+mod claude_code;
+pub mod codex;
+mod cursor;
+mod gemini;
+
+/// Which harness sent the payload: the one name of a harness everywhere (`nmem record
+/// --harness`, `nmem install --harness`, `nmem import --harness`, the `x-nmem-harness` header,
+/// spool files, the database). What differs per harness lives in its module's [`Spec`] (here)
+/// and in the daemon's, `nmem install`'s and `nmem import`'s per-harness modules (see
+/// ARCHITECTURE.md, "Adding a harness").
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Harness {
     ClaudeCode,
@@ -17,6 +26,43 @@ pub enum Harness {
     CodexNotify,
     Gemini,
     Cursor,
+}
+
+/// What the hook and the contract know of one harness: its names, its event names, where its
+/// payload puts the envelope, and what the hook prints for it. One per harness module.
+#[derive(Debug)]
+pub struct Spec {
+    pub harness: Harness,
+    /// The canonical name: on the command line, in headers, spool files and the database.
+    pub name: &'static str,
+    /// Other names accepted wherever a harness is named (the one alias table).
+    pub aliases: &'static [&'static str],
+    /// The name people know it by, for summaries.
+    pub title: &'static str,
+    /// Its event names to the events nmem stores; `None` for an event nmem stores nothing for.
+    pub event: fn(&str) -> Option<Event>,
+    /// Where the payload keeps the session id, the working folder and the event name.
+    pub envelope: for<'a> fn(&'a Map<String, Value>) -> Result<Fields<'a>, Rejection>,
+    /// The payload is the last command-line argument, not stdin (Codex's `notify`).
+    pub payload_in_argument: bool,
+    /// What the hook prints when the daemon printed nothing and the harness waits for a verdict
+    /// on this event (Cursor's beforeSubmitPrompt), also when recording is paused.
+    pub verdict: fn(Event) -> Option<&'static str>,
+    /// The SessionStart reply that carries the digest (`wrapped`) in the harness's own shape.
+    pub session_start_output: fn(&str) -> Value,
+    /// `nmem install` wires it (a module under `shim/src/install/`); `false`: installed as part
+    /// of another harness, or not at all.
+    pub installs: bool,
+    /// `nmem import` reads its session files (a module under `shim/src/import/`).
+    pub imports: bool,
+}
+
+/// The envelope's three fields, borrowed from the payload.
+#[derive(Debug, Clone, Copy)]
+pub struct Fields<'a> {
+    pub session_id: &'a str,
+    pub cwd: &'a str,
+    pub event_name: &'a str,
 }
 
 impl Harness {
@@ -28,18 +74,54 @@ impl Harness {
         Harness::Cursor,
     ];
 
+    /// Its row. The one `match` over harnesses in the contract.
+    pub fn spec(self) -> &'static Spec {
+        match self {
+            Harness::ClaudeCode => &claude_code::SPEC,
+            Harness::Codex => &codex::SPEC,
+            Harness::CodexNotify => &codex::NOTIFY_SPEC,
+            Harness::Gemini => &gemini::SPEC,
+            Harness::Cursor => &cursor::SPEC,
+        }
+    }
+
+    /// A harness by its name or one of its aliases (the same everywhere a harness is named).
     pub fn parse(s: &str) -> Option<Harness> {
-        Harness::ALL.into_iter().find(|h| h.as_str() == s)
+        Harness::ALL.into_iter().find(|h| {
+            let spec = h.spec();
+            spec.name == s || spec.aliases.contains(&s)
+        })
     }
 
     pub fn as_str(self) -> &'static str {
-        match self {
-            Harness::ClaudeCode => "claude-code",
-            Harness::Codex => "codex",
-            Harness::CodexNotify => "codex-notify",
-            Harness::Gemini => "gemini",
-            Harness::Cursor => "cursor",
+        self.spec().name
+    }
+
+    /// The harnesses a command-line choice names: one harness by name or alias, or `all`; only
+    /// those `offered` (what `nmem install` or `nmem import` can do something with).
+    pub fn choose(s: &str, offered: impl Fn(&Spec) -> bool) -> Option<Vec<Harness>> {
+        if s == "all" {
+            return Some(
+                Harness::ALL
+                    .into_iter()
+                    .filter(|h| offered(h.spec()))
+                    .collect(),
+            );
         }
+        Harness::parse(s)
+            .filter(|h| offered(h.spec()))
+            .map(|h| vec![h])
+    }
+
+    /// The canonical names, for messages: "claude-code, codex, codex-notify, gemini, cursor".
+    pub fn names(filter: impl Fn(&Spec) -> bool) -> String {
+        Harness::ALL
+            .iter()
+            .map(|h| h.spec())
+            .filter(|s| filter(s))
+            .map(|s| s.name)
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 }
 
@@ -71,46 +153,55 @@ impl Event {
     /// Map a harness's event name to the event nmem stores, or `None` when nmem stores nothing
     /// for it (PreToolUse, Notification, … and names nmem does not know yet).
     pub fn from_name(harness: Harness, name: &str) -> Option<Event> {
-        use Event::*;
-        match harness {
-            Harness::ClaudeCode | Harness::Codex => match name {
-                "SessionStart" => Some(SessionStart),
-                "UserPromptSubmit" => Some(UserPrompt),
-                "PostToolUse" => Some(ToolUse),
-                "PostToolUseFailure" => Some(ToolFailure),
-                "PreCompact" => Some(PreCompact),
-                "PostCompact" => Some(PostCompact),
-                "Stop" => Some(Stop),
-                "SubagentStop" => Some(SubagentStop),
-                "StopFailure" => Some(StopFailure),
-                "SessionEnd" => Some(SessionEnd),
-                _ => None,
-            },
-            Harness::CodexNotify => match name {
-                "agent-turn-complete" => Some(Stop),
-                _ => None,
-            },
-            Harness::Gemini => match name {
-                "SessionStart" => Some(SessionStart),
-                "BeforeAgent" => Some(UserPrompt),
-                "AfterTool" => Some(ToolUse),
-                "PreCompress" => Some(PreCompact),
-                "AfterAgent" => Some(Stop),
-                "SessionEnd" => Some(SessionEnd),
-                _ => None,
-            },
-            Harness::Cursor => match name {
-                "sessionStart" => Some(SessionStart),
-                "beforeSubmitPrompt" => Some(UserPrompt),
-                "afterShellExecution" | "afterFileEdit" | "afterMCPExecution" | "postToolUse" => {
-                    Some(ToolUse)
-                }
-                "afterAgentResponse" | "stop" => Some(Stop),
-                "sessionEnd" => Some(SessionEnd),
-                _ => None,
-            },
-        }
+        (harness.spec().event)(name)
     }
+}
+
+/// The SessionStart reply of Claude Code and of the harnesses that copy its hook schema.
+pub(crate) fn hook_specific_output(wrapped: &str) -> Value {
+    serde_json::json!({
+        "hookSpecificOutput": { "hookEventName": "SessionStart", "additionalContext": wrapped }
+    })
+}
+
+/// No verdict: the harness does not wait for one.
+pub(crate) fn no_verdict(_: Event) -> Option<&'static str> {
+    None
+}
+
+/// A required string field of the payload.
+pub(crate) fn string<'a>(
+    obj: &'a Map<String, Value>,
+    field: &'static str,
+) -> Result<&'a str, Rejection> {
+    match obj.get(field) {
+        None | Some(Value::Null) => Err(Rejection::Missing(field)),
+        Some(Value::String(s)) => Ok(s.as_str()),
+        Some(_) => Err(Rejection::WrongType(field, "a string")),
+    }
+}
+
+/// The session id field, which must be safe (it may name files): read first, so an unsafe id is
+/// refused before anything else is looked at.
+pub(crate) fn session<'a>(
+    obj: &'a Map<String, Value>,
+    field: &'static str,
+) -> Result<&'a str, Rejection> {
+    let id = string(obj, field)?;
+    if !is_safe_session_id(id) {
+        return Err(Rejection::UnsafeSessionId);
+    }
+    Ok(id)
+}
+
+/// The envelope of Claude Code's hook schema (`session_id`, `cwd`, `hook_event_name`), which
+/// Codex and Gemini CLI copy.
+pub(crate) fn claude_fields(obj: &Map<String, Value>) -> Result<Fields<'_>, Rejection> {
+    Ok(Fields {
+        session_id: session(obj, "session_id")?,
+        cwd: string(obj, "cwd")?,
+        event_name: string(obj, "hook_event_name")?,
+    })
 }
 
 /// The minimum every payload must carry, borrowed from the parsed JSON.
@@ -225,46 +316,14 @@ pub fn envelope(harness: Harness, v: &Value) -> Result<Envelope<'_>, Rejection> 
         Value::Number(_) => return Err(Rejection::NotAnObject("a number")),
         Value::Bool(_) => return Err(Rejection::NotAnObject("a boolean")),
     };
-    let string = |field: &'static str| -> Result<&str, Rejection> {
-        match obj.get(field) {
-            None | Some(Value::Null) => Err(Rejection::Missing(field)),
-            Some(Value::String(s)) => Ok(s.as_str()),
-            Some(_) => Err(Rejection::WrongType(field, "a string")),
-        }
-    };
-    let (session_field, cwd_field, event_field): (&'static str, &'static str, &'static str) =
-        match harness {
-            Harness::CodexNotify => ("thread-id", "cwd", "type"),
-            Harness::Cursor => ("conversation_id", "cwd", "hook_event_name"),
-            _ => ("session_id", "cwd", "hook_event_name"),
-        };
-    let session_id = match harness {
-        // Cursor names the session `conversation_id`; some builds' sessionStart says `session_id`.
-        Harness::Cursor if !obj.contains_key("conversation_id") => string("session_id")?,
-        _ => string(session_field)?,
-    };
-    if !is_safe_session_id(session_id) {
-        return Err(Rejection::UnsafeSessionId);
-    }
-    let cwd = match harness {
-        // Cursor has no cwd on most events: the first workspace root is the project.
-        Harness::Cursor => match obj.get("workspace_roots") {
-            Some(Value::Array(roots)) if !roots.is_empty() => match &roots[0] {
-                Value::String(s) => s.as_str(),
-                _ => return Err(Rejection::WrongType("workspace_roots", "a list of strings")),
-            },
-            Some(Value::Array(_)) | None | Some(Value::Null) => string(cwd_field)?,
-            Some(_) => return Err(Rejection::WrongType("workspace_roots", "a list of strings")),
-        },
-        _ => string(cwd_field)?,
-    };
-    let event_name = string(event_field)?;
+    let spec = harness.spec();
+    let f = (spec.envelope)(obj)?;
     Ok(Envelope {
         harness,
-        session_id,
-        cwd,
-        event_name,
-        event: Event::from_name(harness, event_name),
+        session_id: f.session_id,
+        cwd: f.cwd,
+        event_name: f.event_name,
+        event: (spec.event)(f.event_name),
     })
 }
 
@@ -305,6 +364,49 @@ mod tests {
             replace_lone_surrogates(br#"{"\udc9d":1}"#).unwrap(),
             br#"{"\uFFFD":1}"#
         );
+    }
+
+    #[test]
+    fn every_name_and_alias_names_one_harness() {
+        let mut seen = std::collections::HashSet::new();
+        for h in Harness::ALL {
+            let spec = h.spec();
+            assert_eq!(spec.harness, h, "{h:?}'s spec is another harness's");
+            for name in std::iter::once(&spec.name).chain(spec.aliases) {
+                assert!(seen.insert(*name), "`{name}` names two harnesses");
+                assert_eq!(Harness::parse(name), Some(h), "`{name}`");
+            }
+        }
+        assert_eq!(Harness::parse("claude"), Some(Harness::ClaudeCode));
+        assert_eq!(
+            Harness::parse("all"),
+            None,
+            "`all` is a choice of the CLI, not a harness"
+        );
+        assert_eq!(Harness::parse("Claude-Code"), None);
+    }
+
+    #[test]
+    fn hook_output_per_harness() {
+        for h in Harness::ALL {
+            let out = (h.spec().session_start_output)("<nmem-context>x</nmem-context>");
+            let text = out
+                .pointer("/hookSpecificOutput/additionalContext")
+                .or_else(|| out.get("additional_context"));
+            assert_eq!(
+                text.and_then(Value::as_str),
+                Some("<nmem-context>x</nmem-context>"),
+                "{h}"
+            );
+            let verdict = (h.spec().verdict)(Event::UserPrompt);
+            assert_eq!(verdict.is_some(), h == Harness::Cursor, "{h}");
+            if let Some(v) = verdict {
+                assert!(parse(v.as_bytes()).is_ok(), "{h}'s verdict is JSON");
+            }
+            for e in [Event::ToolUse, Event::SessionStart, Event::Stop] {
+                assert_eq!((h.spec().verdict)(e), None, "{h} {e:?}");
+            }
+        }
     }
 
     #[test]
