@@ -356,6 +356,8 @@ pub struct DigestData {
     git: Vec<(i64, String)>,
     prs: Vec<(i64, String)>,
     pinned: Vec<(i64, String)>,
+    /// Open work items (tasks, bugs, follow-ups): id, kind, title.
+    work: Vec<(i64, String, String)>,
     last_actions: Vec<(i64, String, String)>,
     others: Vec<(String, i64, String)>,
 }
@@ -388,6 +390,7 @@ pub fn gather(
         git: git_history(c, p, if recovery { 8 } else { 5 })?,
         prs: pull_requests(c, p, 3)?,
         pinned: pinned(c, p, 5)?,
+        work: crate::knowledge::open_work(c, p, if recovery { 8 } else { 5 })?,
         last_actions: if recovery || source == "fork" {
             last_actions(c, p, session_id, source, 10)?
         } else {
@@ -433,6 +436,7 @@ pub fn render(
         git,
         prs,
         pinned,
+        work,
         last_actions,
         others,
     } = data;
@@ -442,6 +446,7 @@ pub fn render(
         && git.is_empty()
         && prs.is_empty()
         && pinned.is_empty()
+        && work.is_empty()
         && last_actions.is_empty()
         && others.is_empty()
     {
@@ -494,6 +499,13 @@ pub fn render(
         l.push("## Pinned");
         for (id, content) in pinned {
             l.push(&format!("- #{id} {}", one_line(content, 160)));
+        }
+    }
+    if !work.is_empty() {
+        l.push("");
+        l.push("## Open work");
+        for (id, kind, title) in work {
+            l.push(&format!("- {kind} k{id}: {}", one_line(title, 160)));
         }
     }
     if !intents.is_empty() {

@@ -23,6 +23,7 @@ pub mod context;
 pub mod dedup;
 pub mod drain;
 pub mod ingest;
+pub mod knowledge;
 pub mod listener;
 pub mod log;
 pub mod maintain;

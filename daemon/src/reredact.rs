@@ -81,7 +81,44 @@ fn run(c: &mut Connection, r: &Redactor, apply: bool) -> rusqlite::Result<Redact
                 }
             }
         }
-        if apply && out.observations + out.prompts > 0 {
+        // Knowledge and work items written through the API (a note follows its memory row by
+        // trigger, so those are left to the observation's rewrite above).
+        let mut read = tx.prepare(
+            "SELECT id, title, summary, reason, payload FROM knowledge WHERE obs_id IS NULL",
+        )?;
+        let mut write = tx.prepare(
+            "UPDATE knowledge SET title = ?2, summary = ?3, reason = ?4, payload = ?5 WHERE id = ?1",
+        )?;
+        type KRow = (i64, String, String, String, Option<String>);
+        let rows: Vec<KRow> = read
+            .query_map([], |x| {
+                Ok((x.get(0)?, x.get(1)?, x.get(2)?, x.get(3)?, x.get(4)?))
+            })?
+            .collect::<Result<_, _>>()?;
+        for (id, mut title, mut summary, mut reason, payload) in rows {
+            let mut n = r.redact(&mut title) + r.redact(&mut summary) + r.redact(&mut reason);
+            let payload = match payload
+                .as_deref()
+                .map(serde_json::from_str::<serde_json::Value>)
+            {
+                Some(Ok(mut v)) => {
+                    n += redact_json(r, &mut v);
+                    Some(v.to_string())
+                }
+                _ => payload,
+            };
+            if n > 0 {
+                out.knowledge += 1;
+                out.secrets += n as u64;
+                if out.ids.len() < 1000 {
+                    out.ids.push(format!("k{id}"));
+                }
+                if apply {
+                    write.execute(rusqlite::params![id, title, summary, reason, payload])?;
+                }
+            }
+        }
+        if apply && out.observations + out.prompts + out.knowledge > 0 {
             tx.execute(
                 "INSERT INTO audit (timestamp, action, detail, observations, prompts) VALUES (?1, 'redact', ?2, ?3, ?4)",
                 rusqlite::params![nmem_proto::now_ms(), serde_json::json!({"secrets": out.secrets}).to_string(), out.observations as i64, out.prompts as i64],

@@ -356,6 +356,16 @@ fn audit_detail(req: &PurgeRequest) -> serde_json::Value {
     v
 }
 
+/// A purge that names a project and nothing narrower: the whole project goes.
+fn whole_project(req: &PurgeRequest) -> bool {
+    req.project.is_some()
+        && req.session.is_none()
+        && req.obs_type.is_none()
+        && req.before.is_none()
+        && req.after.is_none()
+        && req.search.is_none()
+}
+
 pub async fn purge(app: &App, req: PurgeRequest) -> Result<Outcome, WriteError> {
     if req.project.is_none()
         && req.session.is_none()
@@ -375,12 +385,36 @@ pub async fn purge(app: &App, req: PurgeRequest) -> Result<Outcome, WriteError> 
             crate::store::fts::index_all(c)?;
             let before = size();
             let cand = purge_candidates(c, &req)?;
+            // A whole project's purge takes its knowledge and work items too (before the rows,
+            // so the thorough scrub of the file covers them).
+            let knowledge: Vec<i64> = match (&req.project, whole_project(&req)) {
+                (Some(p), true) => c
+                    .prepare("SELECT id FROM knowledge WHERE project = ?1 ORDER BY id")?
+                    .query_map([p], |r| r.get(0))?
+                    .collect::<Result<_, _>>()?,
+                _ => Vec::new(),
+            };
+            if req.apply && !knowledge.is_empty() {
+                c.execute(
+                    "DELETE FROM knowledge WHERE project = ?1",
+                    [req.project.as_deref().unwrap_or_default()],
+                )?;
+            }
             let deleted = if req.apply {
                 delete(c, &cand, "purge", audit_detail(&req))?
             } else {
                 (0, 0)
             };
-            Ok(outcome(&cand, req.apply, deleted, before, size()))
+            let mut out = outcome(&cand, req.apply, deleted, before, size());
+            if !knowledge.is_empty() {
+                out.total_candidates += knowledge.len() as u64;
+                out.by_reason
+                    .insert("knowledge".into(), knowledge.len() as u64);
+                let room = 1000usize.saturating_sub(out.candidate_ids.len());
+                out.candidate_ids
+                    .extend(knowledge.iter().take(room).map(|i| format!("k{i}")));
+            }
+            Ok(out)
         })
         .await
 }

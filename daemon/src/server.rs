@@ -37,6 +37,9 @@ pub fn router(app: Arc<App>, limits: Arc<crate::conn::Limits>) -> Router {
         .route(wire::PATH_PURGE, post(purge))
         .route(wire::PATH_REDACT, post(redact))
         .route(wire::PATH_MODEL_RELOAD, post(model_reload))
+        .route(wire::PATH_KNOWLEDGE, post(knowledge_remember))
+        .route(wire::PATH_KNOWLEDGE_LIFECYCLE, post(knowledge_lifecycle))
+        .route(wire::PATH_KNOWLEDGE_LIST, post(knowledge_list))
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(limits.max_body))
         .layer(axum::middleware::from_fn_with_state(
@@ -105,6 +108,7 @@ impl From<WriteError> for ApiError {
         let (status, code) = match &e {
             WriteError::Invalid(_) => (StatusCode::BAD_REQUEST, code::BAD_REQUEST),
             WriteError::NotFound(_) => (StatusCode::NOT_FOUND, code::NOT_FOUND),
+            WriteError::Conflict(_) => (StatusCode::CONFLICT, code::CONFLICT),
             WriteError::Closed => (StatusCode::SERVICE_UNAVAILABLE, code::SHUTTING_DOWN),
             WriteError::Storage(_) => {
                 // SQLite's message may hold SQL text or paths: logged, not sent.
@@ -127,6 +131,7 @@ impl From<QueryError> for ApiError {
             QueryError::BadRequest(_) => (StatusCode::BAD_REQUEST, code::BAD_REQUEST),
             QueryError::BadFts(_) => (StatusCode::BAD_REQUEST, code::BAD_QUERY),
             QueryError::NotFound(_) => (StatusCode::NOT_FOUND, code::NOT_FOUND),
+            QueryError::Conflict(_) => (StatusCode::CONFLICT, code::CONFLICT),
             QueryError::TimedOut(_) => (StatusCode::SERVICE_UNAVAILABLE, code::QUERY_TIMEOUT),
             QueryError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, code::SHUTTING_DOWN),
             QueryError::Read(detail) => return ApiError::internal("the query", detail),
@@ -188,6 +193,27 @@ async fn memories(
     b: Bytes,
 ) -> Result<Json<query_types::Saved>, ApiError> {
     Ok(Json(query::save(&app, body(&b)?).await?))
+}
+
+async fn knowledge_remember(
+    State(app): State<Arc<App>>,
+    b: Bytes,
+) -> Result<Json<nmem_proto::knowledge::Remembered>, ApiError> {
+    Ok(Json(crate::knowledge::remember(&app, body(&b)?).await?))
+}
+
+async fn knowledge_lifecycle(
+    State(app): State<Arc<App>>,
+    b: Bytes,
+) -> Result<Json<nmem_proto::knowledge::LifecycleReply>, ApiError> {
+    Ok(Json(crate::knowledge::lifecycle(&app, body(&b)?).await?))
+}
+
+async fn knowledge_list(
+    State(app): State<Arc<App>>,
+    b: Bytes,
+) -> Result<Json<nmem_proto::knowledge::ListReply>, ApiError> {
+    Ok(Json(crate::knowledge::list(&app, body(&b)?).await?))
 }
 
 async fn maintain(State(app): State<Arc<App>>) -> Result<Json<crate::maintain::Report>, ApiError> {
@@ -460,6 +486,7 @@ mod tests {
         let all = vec![
             WriteError::Invalid("max_age_days = -1: an age is 0 days or more".into()),
             WriteError::NotFound("no observation has id 7".into()),
+            WriteError::Conflict("#3 already says api port 8080".into()),
             WriteError::Storage("near \"SELEC\": syntax error in /home/u/nmem.db".into()),
             WriteError::Closed,
         ];
@@ -467,6 +494,7 @@ mod tests {
             match e {
                 WriteError::Invalid(_)
                 | WriteError::NotFound(_)
+                | WriteError::Conflict(_)
                 | WriteError::Storage(_)
                 | WriteError::Closed => {}
             }
@@ -488,6 +516,7 @@ mod tests {
             [
                 (400, code::BAD_REQUEST),
                 (404, code::NOT_FOUND),
+                (409, code::CONFLICT),
                 (500, code::STORE_FAILED),
                 (503, code::SHUTTING_DOWN),
             ]

@@ -80,7 +80,8 @@ pub struct DeletionReport {
     pub executed_at: i64,
     pub total_candidates: u64,
     pub by_reason: BTreeMap<String, u64>,
-    /// `o<id>` for observations, `p<id>` for prompts (the first 1,000).
+    /// `o<id>` for observations, `p<id>` for prompts, `k<id>` for knowledge and work items (a
+    /// whole project's purge; the first 1,000).
     pub candidate_ids: Vec<String>,
     pub deleted_observations: u64,
     pub deleted_prompts: u64,
@@ -118,8 +119,11 @@ pub struct RedactReport {
     pub mode: Mode,
     pub observations: u64,
     pub prompts: u64,
+    /// Knowledge and work items written through the API (notes follow their memory row).
+    #[serde(default)]
+    pub knowledge: u64,
     pub secrets: u64,
-    /// Ids of rows that change (`o<id>`, `p<id>`; the first 1,000).
+    /// Ids of rows that change (`o<id>`, `p<id>`, `k<id>`; the first 1,000).
     pub ids: Vec<String>,
 }
 

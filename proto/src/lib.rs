@@ -19,6 +19,7 @@
 pub mod admin;
 pub mod client;
 pub mod harness;
+pub mod knowledge;
 pub mod obs;
 pub mod paths;
 pub mod query;

@@ -19,6 +19,9 @@
 //! | `POST /v1/retention` | [`crate::admin::RetentionRequest`] | [`crate::admin::DeletionReport`] |
 //! | `POST /v1/purge` | [`crate::admin::PurgeRequest`] | [`crate::admin::DeletionReport`] |
 //! | `POST /v1/redact` | [`crate::admin::RedactRequest`] | [`crate::admin::RedactReport`] |
+//! | `POST /v1/knowledge` | [`crate::knowledge::RememberRequest`] | [`crate::knowledge::Remembered`] (409 `conflict`: an exact duplicate claim) |
+//! | `POST /v1/knowledge/lifecycle` | [`crate::knowledge::LifecycleRequest`] | [`crate::knowledge::LifecycleReply`] |
+//! | `POST /v1/knowledge/list` | [`crate::knowledge::ListRequest`] | [`crate::knowledge::ListReply`] |
 //! | `POST /v1/model/reload` | [`crate::admin::Empty`] | [`Embedding`] (after `nmemctl model import|remove`) |
 
 use serde::{Deserialize, Serialize};
@@ -38,6 +41,9 @@ pub const PATH_RETENTION: &str = "/v1/retention";
 pub const PATH_PURGE: &str = "/v1/purge";
 pub const PATH_REDACT: &str = "/v1/redact";
 pub const PATH_MODEL_RELOAD: &str = "/v1/model/reload";
+pub const PATH_KNOWLEDGE: &str = "/v1/knowledge";
+pub const PATH_KNOWLEDGE_LIFECYCLE: &str = "/v1/knowledge/lifecycle";
+pub const PATH_KNOWLEDGE_LIST: &str = "/v1/knowledge/list";
 
 /// Unique per `nmem record` invocation; makes a replay from the spool idempotent.
 pub const H_EVENT_ID: &str = "x-nmem-event-id";
@@ -124,6 +130,8 @@ pub mod code {
     pub const BAD_REQUEST: &str = "bad_request";
     pub const INVALID_PAYLOAD: &str = "invalid_payload";
     pub const NOT_FOUND: &str = "not_found";
+    /// A write that repeats what is stored (an exact duplicate knowledge claim).
+    pub const CONFLICT: &str = "conflict";
     /// A search query FTS5 rejected; the message carries SQLite's.
     pub const BAD_QUERY: &str = "bad_query";
     pub const SHUTTING_DOWN: &str = "shutting_down";

@@ -15,5 +15,6 @@ pub mod ctl;
 pub mod daemon_client;
 pub mod import;
 pub mod install;
+pub mod knowledge;
 pub mod render;
 pub mod serve;

@@ -28,6 +28,9 @@ pub enum QueryError {
     BadFts(String),
     #[error("{0}")]
     NotFound(String),
+    /// The write repeats what is stored; nothing changed.
+    #[error("{0}")]
+    Conflict(String),
     /// An internal failure: the detail is logged, never sent (it may hold SQL or paths).
     #[error("{0}")]
     Read(String),
@@ -56,6 +59,7 @@ impl From<crate::store::writer::WriteError> for QueryError {
         match e {
             WriteError::Invalid(m) => QueryError::BadRequest(m),
             WriteError::NotFound(m) => QueryError::NotFound(m),
+            WriteError::Conflict(m) => QueryError::Conflict(m),
             WriteError::Storage(m) => QueryError::Read(m),
             WriteError::Closed => QueryError::Unavailable(e.to_string()),
         }

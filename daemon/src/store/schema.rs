@@ -17,6 +17,7 @@ const MIGRATION_SQL: &[&str] = &[
 const LATER_SQL: &[&str] = &[
     include_str!("../../../migrations/007_path_terms.sql"),
     include_str!("../../../migrations/008_digest_generation.sql"),
+    include_str!("../../../migrations/009_knowledge.sql"),
 ];
 
 /// The migrations before 006, for tests that build a database as older versions wrote it.
@@ -240,6 +241,56 @@ mod tests {
         assert_eq!(hits, 1);
         c.execute("UPDATE sessions SET worktree = '/w', branch = 'main'", [])
             .unwrap();
+    }
+
+    /// Memories saved before the knowledge tables existed become notes when the file is
+    /// upgraded (the knowledge migration is the last one), a malformed metadata column included.
+    #[test]
+    fn memories_from_before_knowledge_become_notes() {
+        let db = temp_db("preknowledge");
+        {
+            let mut c = Connection::open(&db).unwrap();
+            super::super::terms::register(&c).unwrap();
+            let mut ms: Vec<M> = MIGRATION_SQL.iter().map(|sql| M::up(sql)).collect();
+            ms.push(M::up_with_hook(
+                FIDELITY_SQL,
+                |tx: &rusqlite::Transaction| {
+                    super::super::upgrade::fidelity(tx)?;
+                    Ok(())
+                },
+            ));
+            ms.extend(
+                LATER_SQL[..LATER_SQL.len() - 1]
+                    .iter()
+                    .map(|sql| M::up(sql)),
+            );
+            Migrations::new(ms).to_latest(&mut c).unwrap();
+            c.execute_batch(
+                "INSERT INTO sessions (id, harness, project, started_at) VALUES ('s', 'nmem', 'p', 0);
+                 INSERT INTO observations (id, session_id, timestamp, obs_type, source_event, content, metadata, project, harness) VALUES
+                   (1, 's', 5, 'memory', 'save_memory', 'Retry policy\nbackoff, max 5', '{\"title\":\"Retry policy\"}', 'p', 'nmem'),
+                   (2, 's', 6, 'memory', 'save_memory', 'Node 20 only', 'not json', 'p', 'nmem'),
+                   (3, 's', 7, 'command', 'PostToolUse', 'npm test', NULL, 'p', 'claude-code');",
+            )
+            .unwrap();
+        }
+        let c = open_writer(&db).unwrap();
+        let notes: Vec<(i64, String, String)> = c
+            .prepare(
+                "SELECT obs_id, title, status FROM knowledge WHERE kind = 'note' ORDER BY obs_id",
+            )
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(
+            notes,
+            [
+                (1, "Retry policy".to_string(), "active".to_string()),
+                (2, "Node 20 only".to_string(), "active".to_string())
+            ]
+        );
     }
 
     #[test]

@@ -35,6 +35,9 @@ pub enum WriteError {
     /// What the request names is not there; the message says what was looked for.
     #[error("{0}")]
     NotFound(String),
+    /// The request repeats what is stored (an exact duplicate claim). Nothing changed.
+    #[error("{0}")]
+    Conflict(String),
     /// SQLite failed. The detail may hold SQL text or paths: it is logged, never sent.
     #[error("the database failed: {0}")]
     Storage(String),

@@ -246,6 +246,301 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Governed knowledge: facts, decisions, procedures, concepts and notes with a status, a
+    /// reason, a source and evidence. Each saved memory is a note here too.
+    #[command(subcommand)]
+    Knowledge(KnowledgeCommand),
+    /// Work items: tasks, bugs and follow-ups that outlive a session. Open ones are in the
+    /// SessionStart digest of their project.
+    #[command(subcommand)]
+    Work(WorkCommand),
+}
+
+#[derive(clap::Args)]
+struct Reason {
+    /// Why (required: it goes in the item's audit trail).
+    #[arg(long)]
+    reason: String,
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Subcommand)]
+enum KnowledgeCommand {
+    /// Write a knowledge item. An agent-inferred one starts as a candidate; an exact duplicate
+    /// claim (same kind, subject, predicate and value) is refused; the same subject and predicate
+    /// with another value marks both contested; similar items are listed as possible duplicates.
+    Add {
+        /// fact, decision, procedure, concept, note, preference, convention or lesson.
+        #[arg(long)]
+        kind: String,
+        #[arg(long)]
+        title: String,
+        #[arg(long)]
+        summary: Option<String>,
+        /// Why it should be remembered (required).
+        #[arg(long)]
+        reason: String,
+        /// Who says so: user_declared, human_curated, agent_inferred, system_generated or imported.
+        #[arg(long, default_value = "user_declared")]
+        source: String,
+        /// Holds in every project, not only this one.
+        #[arg(long)]
+        global: bool,
+        /// candidate, active (default unless agent-inferred), contested or archived.
+        #[arg(long)]
+        status: Option<String>,
+        /// A structured claim: SUBJECT PREDICATE VALUE (the value is JSON when it reads as JSON).
+        #[arg(long, requires = "predicate")]
+        subject: Option<String>,
+        #[arg(long, requires = "subject")]
+        predicate: Option<String>,
+        #[arg(long, requires = "subject")]
+        value: Option<String>,
+        /// An observation it rests on: `obs:12` or `12`, optionally `#<sha256 prefix>` of its
+        /// text (repeatable). A later edit of the file it names flags the item possibly stale.
+        #[arg(long)]
+        evidence: Vec<String>,
+        /// 0 to 1.
+        #[arg(long)]
+        confidence: Option<f64>,
+        /// The project (default: the current directory's).
+        #[arg(long)]
+        project: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// A project's knowledge (and global items), newest first.
+    List {
+        /// Only these statuses (repeatable): candidate, active, superseded, contested, archived.
+        #[arg(long)]
+        status: Vec<String>,
+        #[arg(long)]
+        kind: Option<String>,
+        /// Only items flagged possibly stale.
+        #[arg(long)]
+        stale: bool,
+        /// At most this many (default 50, at most 500).
+        #[arg(long)]
+        limit: Option<i64>,
+        #[arg(long)]
+        project: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Items by id (`12` or `k12`), with their evidence and audit trail.
+    Show {
+        #[arg(required = true, value_parser = parse_kid)]
+        ids: Vec<i64>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Make a candidate or contested item active, or clear an active item's stale flag.
+    Promote {
+        #[arg(value_parser = parse_kid)]
+        id: i64,
+        #[command(flatten)]
+        why: Reason,
+    },
+    /// Replace OLD by NEW: OLD becomes superseded (kept, linked to NEW), NEW active.
+    Supersede {
+        #[arg(value_parser = parse_kid)]
+        old: i64,
+        #[arg(value_parser = parse_kid)]
+        new: i64,
+        #[command(flatten)]
+        why: Reason,
+    },
+    /// Mark an item contested.
+    Contest {
+        #[arg(value_parser = parse_kid)]
+        id: i64,
+        #[command(flatten)]
+        why: Reason,
+    },
+    /// Archive an item (kept, no longer current).
+    Archive {
+        #[arg(value_parser = parse_kid)]
+        id: i64,
+        #[command(flatten)]
+        why: Reason,
+    },
+}
+
+#[derive(Subcommand)]
+enum WorkCommand {
+    /// Open a work item.
+    Add {
+        title: String,
+        /// task (default), bug or follow_up.
+        #[arg(long, default_value = "task")]
+        kind: String,
+        #[arg(long)]
+        summary: Option<String>,
+        /// Why it should outlive this session (required).
+        #[arg(long)]
+        reason: String,
+        /// Who says so: user_declared (default), agent_inferred, …
+        #[arg(long, default_value = "user_declared")]
+        source: String,
+        #[arg(long)]
+        project: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// A project's work items (default: the open ones).
+    List {
+        /// Every status: open, done and dropped.
+        #[arg(long)]
+        all: bool,
+        #[arg(long)]
+        project: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Close a work item as done.
+    Done {
+        #[arg(value_parser = parse_kid)]
+        id: i64,
+        #[command(flatten)]
+        why: Reason,
+    },
+    /// Close a work item without doing it.
+    Drop {
+        #[arg(value_parser = parse_kid)]
+        id: i64,
+        #[command(flatten)]
+        why: Reason,
+    },
+    /// Open a closed work item again.
+    Reopen {
+        #[arg(value_parser = parse_kid)]
+        id: i64,
+        #[command(flatten)]
+        why: Reason,
+    },
+}
+
+/// A knowledge id as printed (`k12`) or bare (`12`).
+fn parse_kid(s: &str) -> Result<i64, String> {
+    s.strip_prefix('k')
+        .unwrap_or(s)
+        .parse()
+        .map_err(|_| format!("{s:?} is not a knowledge id (k12 or 12)"))
+}
+
+fn knowledge(cmd: KnowledgeCommand) -> ExitCode {
+    use nmem_proto::knowledge::{Action, Class};
+    use nmem_shim::knowledge as k;
+    match cmd {
+        KnowledgeCommand::Add {
+            kind,
+            title,
+            summary,
+            reason,
+            source,
+            global,
+            status,
+            subject,
+            predicate,
+            value,
+            evidence,
+            confidence,
+            project,
+            json,
+        } => k::add(k::AddArgs {
+            class: Class::Knowledge,
+            kind,
+            title,
+            summary,
+            reason,
+            source,
+            global,
+            status,
+            subject,
+            predicate,
+            value,
+            evidence,
+            confidence,
+            project,
+            json,
+        }),
+        KnowledgeCommand::List {
+            status,
+            kind,
+            stale,
+            limit,
+            project,
+            json,
+        } => k::list(k::ListArgs {
+            class: Class::Knowledge,
+            status,
+            kind,
+            stale,
+            limit,
+            project,
+            json,
+        }),
+        KnowledgeCommand::Show { ids, json } => k::show(ids, json),
+        KnowledgeCommand::Promote { id, why } => {
+            k::change(Action::Promote, id, None, why.reason, why.json)
+        }
+        KnowledgeCommand::Supersede { old, new, why } => {
+            k::change(Action::Supersede, old, Some(new), why.reason, why.json)
+        }
+        KnowledgeCommand::Contest { id, why } => {
+            k::change(Action::Contest, id, None, why.reason, why.json)
+        }
+        KnowledgeCommand::Archive { id, why } => {
+            k::change(Action::Archive, id, None, why.reason, why.json)
+        }
+    }
+}
+
+fn work(cmd: WorkCommand) -> ExitCode {
+    use nmem_proto::knowledge::{Action, Class};
+    use nmem_shim::knowledge as k;
+    match cmd {
+        WorkCommand::Add {
+            title,
+            kind,
+            summary,
+            reason,
+            source,
+            project,
+            json,
+        } => k::add(k::AddArgs {
+            class: Class::WorkItem,
+            kind,
+            title,
+            summary,
+            reason,
+            source,
+            global: false,
+            status: None,
+            subject: None,
+            predicate: None,
+            value: None,
+            evidence: Vec::new(),
+            confidence: None,
+            project,
+            json,
+        }),
+        WorkCommand::List { all, project, json } => k::list(k::ListArgs {
+            class: Class::WorkItem,
+            status: if all { Vec::new() } else { vec!["open".into()] },
+            kind: None,
+            stale: false,
+            limit: None,
+            project,
+            json,
+        }),
+        WorkCommand::Done { id, why } => k::change(Action::Done, id, None, why.reason, why.json),
+        WorkCommand::Drop { id, why } => k::change(Action::Drop, id, None, why.reason, why.json),
+        WorkCommand::Reopen { id, why } => {
+            k::change(Action::Reopen, id, None, why.reason, why.json)
+        }
+    }
 }
 
 fn main() -> ExitCode {
@@ -385,5 +680,7 @@ fn main() -> ExitCode {
             Ok(o) => nmem_shim::install::uninstall(o),
             Err(code) => code,
         },
+        Command::Knowledge(cmd) => knowledge(cmd),
+        Command::Work(cmd) => work(cmd),
     }
 }

@@ -118,12 +118,16 @@ pub fn redact(apply: bool, json: bool) -> ExitCode {
         }
         Ok(r) => {
             let (o, p, s) = (r.observations, r.prompts, r.secrets);
+            let k = match r.knowledge {
+                0 => String::new(),
+                n => format!(" and {n} knowledge items"),
+            };
             if r.mode == Mode::Apply {
-                println!("redacted {s} secrets in {o} observations and {p} prompts");
+                println!("redacted {s} secrets in {o} observations and {p} prompts{k}");
             } else if s == 0 {
                 println!("nothing stored matches the current rules");
             } else {
-                println!("dry run: {s} secrets in {o} observations and {p} prompts would be redacted; run again with --apply");
+                println!("dry run: {s} secrets in {o} observations and {p} prompts{k} would be redacted; run again with --apply");
             }
             ExitCode::SUCCESS
         }

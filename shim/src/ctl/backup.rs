@@ -258,7 +258,8 @@ pub fn restore(file: &std::path::Path) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// `nmemctl export`: everything as JSON lines (sessions, prompts, observations), read-only.
+/// `nmemctl export`: everything as JSON lines (sessions, prompts, observations, knowledge and
+/// work items with their evidence and audit trail), read-only.
 pub fn export(output: Option<&std::path::Path>) -> ExitCode {
     let paths = Paths::from_env();
     let mut out: Box<dyn std::io::Write> = match output {
@@ -283,7 +284,28 @@ pub fn export(output: Option<&std::path::Path>) -> ExitCode {
             ("session", "SELECT * FROM sessions ORDER BY started_at"),
             ("prompt", "SELECT * FROM prompts ORDER BY id"),
             ("observation", "SELECT * FROM observations ORDER BY id"),
+            ("knowledge", "SELECT * FROM knowledge ORDER BY id"),
+            (
+                "knowledge_evidence",
+                "SELECT * FROM knowledge_evidence ORDER BY knowledge_id, ord",
+            ),
+            (
+                "knowledge_audit",
+                "SELECT * FROM knowledge_audit ORDER BY id",
+            ),
         ] {
+            // A database not yet upgraded by nmemd (schema before 9) has no knowledge tables.
+            let table = sql.split_whitespace().nth(3).unwrap_or_default();
+            let exists: bool = c
+                .query_row(
+                    "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1)",
+                    [table],
+                    |r| r.get(0),
+                )
+                .map_err(|e| e.to_string())?;
+            if !exists {
+                continue;
+            }
             let mut stmt = c.prepare(sql).map_err(|e| e.to_string())?;
             let names: Vec<String> = stmt.column_names().iter().map(|s| s.to_string()).collect();
             let mut rows = stmt.query([]).map_err(|e| e.to_string())?;
@@ -298,7 +320,9 @@ pub fn export(output: Option<&std::path::Path>) -> ExitCode {
                         rusqlite::types::ValueRef::Text(t) => {
                             let s = String::from_utf8_lossy(t).into_owned();
                             // JSON columns stay JSON.
-                            if (name == "metadata" || name == "signature") && s.starts_with('{') {
+                            if matches!(name.as_str(), "metadata" | "signature" | "payload")
+                                && s.starts_with('{')
+                            {
                                 serde_json::from_str(&s).unwrap_or(serde_json::Value::String(s))
                             } else {
                                 serde_json::Value::String(s)

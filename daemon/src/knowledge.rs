@@ -1,0 +1,1353 @@
+//! Governed knowledge and work items (migration 009): writing them under memory-substrate's
+//! rules, changing their status with a reason, and reading them back.
+//!
+//! Writes run on the writer (the single-writer invariant), each in one transaction with its
+//! audit rows; the rules:
+//!
+//! * an agent-inferred claim starts as a `candidate`, whatever status it asked for;
+//! * a structured claim (`payload.subject` and `payload.predicate`) that repeats one in an
+//!   overlapping scope (same kind, subject, predicate and value) is refused: nothing changes;
+//! * the same subject and predicate with another value marks both `contested`;
+//! * an unstructured item similar to others (words of title and summary) is written, and the
+//!   reply lists them as `possible_duplicates`;
+//! * evidence must exist (`obs:<id>` names a stored observation) and, with a `hash`, still hold
+//!   the text it had;
+//! * promote, supersede, contest, archive and a work item's done / drop / reopen need a reason,
+//!   and are recorded in `knowledge_audit`; promote and supersede clear the possibly-stale flag.
+//!
+//! The flag itself is raised by a trigger (migration 009), in the same transaction as the edit
+//! of a file that an active item's evidence names; saved memories become notes by trigger too.
+
+use crate::app::App;
+use crate::query::QueryError;
+use crate::store::writer::WriteError;
+use nmem_proto::knowledge::{
+    Action, AuditEntry, Class, EvidenceRef, Item, KnowledgeKind, LifecycleReply, LifecycleRequest,
+    ListReply, ListRequest, MemorySource, PossibleDuplicate, RememberRequest, Remembered, Status,
+    WorkKind, SCOPE_GLOBAL, SCOPE_PROJECT,
+};
+use rusqlite::{params, Connection, OptionalExtension, Row};
+use sha2::{Digest, Sha256};
+use std::collections::BTreeSet;
+
+pub const MAX_TITLE: usize = 300;
+pub const MAX_TEXT: usize = 16 * 1024;
+pub const MAX_EVIDENCE: usize = 50;
+/// Jaccard similarity of title and summary words past which an item is a possible duplicate.
+const SIMILAR: f64 = 0.5;
+
+/// `POST /v1/knowledge`.
+pub async fn remember(app: &App, mut req: RememberRequest) -> Result<Remembered, QueryError> {
+    let project = project(app, req.project.as_deref(), req.cwd.as_deref())?;
+    let v = validate(&req)?;
+    // Redacted like everything else nmem stores.
+    let r = &app.ingest.redactor;
+    r.redact(&mut req.title);
+    r.redact(&mut req.summary);
+    r.redact(&mut req.reason);
+    let mut payload = req
+        .payload
+        .clone()
+        .map(|p| serde_json::to_value(p).unwrap_or_default());
+    if let Some(p) = payload.as_mut() {
+        r.redact_payload(p);
+    }
+    let now = nmem_proto::now_ms();
+    Ok(app
+        .writer
+        .exec(move |c| write_item(c, &req, &v, payload, &project, now))
+        .await?)
+}
+
+/// `POST /v1/knowledge/lifecycle`.
+pub async fn lifecycle(app: &App, req: LifecycleRequest) -> Result<LifecycleReply, QueryError> {
+    let reason = req.reason.trim().to_string();
+    if reason.is_empty() {
+        return Err(QueryError::BadRequest(format!(
+            "`reason` must not be empty: say why the item is {}",
+            past(req.action)
+        )));
+    }
+    check_len("reason", &reason, MAX_TEXT)?;
+    let mut reason = reason;
+    app.ingest.redactor.redact(&mut reason);
+    let now = nmem_proto::now_ms();
+    Ok(app
+        .writer
+        .exec(move |c| change(c, &req, &reason, now))
+        .await?)
+}
+
+/// `POST /v1/knowledge/list`.
+pub async fn list(app: &App, req: ListRequest) -> Result<ListReply, QueryError> {
+    let project = if req.ids.is_empty() {
+        Some(project(app, req.project.as_deref(), req.cwd.as_deref())?)
+    } else {
+        None
+    };
+    if req.ids.len() > 500 {
+        return Err(QueryError::BadRequest(format!(
+            "at most 500 ids per request, got {}",
+            req.ids.len()
+        )));
+    }
+    if let Some(k) = &req.kind {
+        check_len("kind", k, 64)?;
+    }
+    Ok(app
+        .readers
+        .run(move |c| read_list(c, &req, project.as_deref()))
+        .await?)
+}
+
+fn past(a: Action) -> &'static str {
+    match a {
+        Action::Promote => "promoted",
+        Action::Supersede => "superseded",
+        Action::Contest => "contested",
+        Action::Archive => "archived",
+        Action::Done => "done",
+        Action::Drop => "dropped",
+        Action::Reopen => "reopened",
+    }
+}
+
+fn project(app: &App, project: Option<&str>, cwd: Option<&str>) -> Result<String, QueryError> {
+    if let Some(p) = project.map(str::trim).filter(|p| !p.is_empty()) {
+        check_len("project", p, 512)?;
+        return Ok(p.to_string());
+    }
+    match cwd {
+        Some(c) => {
+            check_len("cwd", c, 4096)?;
+            Ok(app.ingest.projects.resolve(c).name)
+        }
+        None => Err(QueryError::BadRequest(
+            "knowledge belongs to a project: give `project` or `cwd`".into(),
+        )),
+    }
+}
+
+fn check_len(field: &str, s: &str, max: usize) -> Result<(), QueryError> {
+    if s.len() > max {
+        return Err(QueryError::BadRequest(format!(
+            "`{field}` is {} bytes; at most {max} are accepted",
+            s.len()
+        )));
+    }
+    Ok(())
+}
+
+/// What validation settled: the status to store and the structured claim, if any.
+#[derive(Debug, Clone)]
+pub struct Valid {
+    status: Status,
+    global: bool,
+    claim: Option<(String, String, String)>,
+    notes: Vec<String>,
+}
+
+/// Check a write before it reaches the writer: every field named in the error, nothing stored.
+pub fn validate(req: &RememberRequest) -> Result<Valid, QueryError> {
+    let bad = |m: String| Err(QueryError::BadRequest(m));
+    let kind = req.kind.trim();
+    match req.class {
+        Class::Knowledge if KnowledgeKind::parse(kind).is_none() => {
+            return bad(format!(
+                "`kind` {kind:?} is not a knowledge kind: use {}",
+                KnowledgeKind::names()
+            ))
+        }
+        Class::WorkItem if WorkKind::parse(kind).is_none() => {
+            return bad(format!(
+                "`kind` {kind:?} is not a work item kind: use {}",
+                WorkKind::names()
+            ))
+        }
+        _ => {}
+    }
+    if req.title.trim().is_empty() {
+        return bad("`title` must not be empty: name what this is".into());
+    }
+    if req.reason.trim().is_empty() {
+        return bad("`reason` must not be empty: say why this should be remembered".into());
+    }
+    check_len("title", &req.title, MAX_TITLE)?;
+    check_len("summary", &req.summary, MAX_TEXT)?;
+    check_len("reason", &req.reason, MAX_TEXT)?;
+    let mut global = false;
+    for s in &req.scope_refs {
+        match s.as_str() {
+            SCOPE_PROJECT => {}
+            SCOPE_GLOBAL => global = true,
+            other => {
+                return bad(format!(
+                "scope_refs: {other:?} is not a scope: use {SCOPE_PROJECT:?} or {SCOPE_GLOBAL:?}"
+            ))
+            }
+        }
+    }
+    if let Some(c) = req.confidence {
+        if !(0.0..=1.0).contains(&c) {
+            return bad(format!("`confidence` is {c}: give a number from 0 to 1"));
+        }
+    }
+    if req.evidence_refs.len() > MAX_EVIDENCE {
+        return bad(format!(
+            "{} evidence refs; at most {MAX_EVIDENCE} are accepted",
+            req.evidence_refs.len()
+        ));
+    }
+    let mut notes = Vec::new();
+    let status = match (req.class, req.status) {
+        (class, Some(s)) if !s.fits(class) => {
+            let allowed: Vec<&str> = Status::ALL
+                .iter()
+                .filter(|x| x.fits(class))
+                .map(|x| x.as_str())
+                .collect();
+            return bad(format!(
+                "`status` {s} is not one of a {class}'s: use {}",
+                allowed.join(", ")
+            ));
+        }
+        (Class::Knowledge, Some(Status::Superseded)) => {
+            return bad(
+                "a new item cannot start superseded: write it, then supersede the old one".into(),
+            )
+        }
+        (Class::Knowledge, s) if req.memory_source == MemorySource::AgentInferred => {
+            if matches!(s, Some(Status::Active)) {
+                notes.push(
+                    "an agent-inferred claim starts as a candidate: promote it once reviewed"
+                        .into(),
+                );
+            }
+            match s {
+                Some(Status::Archived) | Some(Status::Contested) => s.unwrap_or(Status::Candidate),
+                _ => Status::Candidate,
+            }
+        }
+        (Class::Knowledge, s) => s.unwrap_or(Status::Active),
+        (Class::WorkItem, s) => s.unwrap_or(Status::Open),
+    };
+    let claim =
+        match &req.payload {
+            Some(p) => {
+                let subject = p
+                    .subject
+                    .as_deref()
+                    .map(str::trim)
+                    .filter(|s| !s.is_empty());
+                let predicate = p
+                    .predicate
+                    .as_deref()
+                    .map(str::trim)
+                    .filter(|s| !s.is_empty());
+                match (subject, predicate) {
+                    (Some(s), Some(pr)) => {
+                        let value = p.value.as_ref().or(p.object.as_ref());
+                        // serde_json's maps are ordered by key: equal values print the same.
+                        let v = value
+                            .map(|v| v.to_string())
+                            .unwrap_or_else(|| "null".into());
+                        check_len("payload", &v, MAX_TEXT)?;
+                        Some((s.to_string(), pr.to_string(), v))
+                    }
+                    (None, None) => None,
+                    _ => return bad(
+                        "a structured payload needs both `subject` and `predicate` (or neither, \
+                         for an unstructured item)"
+                            .into(),
+                    ),
+                }
+            }
+            None => None,
+        };
+    Ok(Valid {
+        status,
+        global,
+        claim,
+        notes,
+    })
+}
+
+fn write_item(
+    c: &mut Connection,
+    req: &RememberRequest,
+    v: &Valid,
+    payload: Option<serde_json::Value>,
+    project: &str,
+    now: i64,
+) -> Result<Remembered, WriteError> {
+    let tx = c.transaction()?;
+    let evidence = check_evidence(&tx, &req.evidence_refs)?;
+    let mut status = v.status;
+    let mut contested = Vec::new();
+    let scope = if v.global { "global" } else { "project" };
+    if let Some((subject, predicate, value)) = &v.claim {
+        // Items whose scope overlaps this one's: the same project, or either side global.
+        let mut stmt = tx.prepare(
+            "SELECT id, value, status FROM knowledge
+              WHERE class = 'knowledge' AND kind = ?1 AND subject = ?2 AND predicate = ?3
+                AND status NOT IN ('superseded', 'archived')
+                AND (project = ?4 OR scope = 'global' OR ?5 = 'global')",
+        )?;
+        let same: Vec<(i64, Option<String>, String)> = stmt
+            .query_map(
+                params![req.kind.trim(), subject, predicate, project, scope],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )?
+            .collect::<Result<_, _>>()?;
+        drop(stmt);
+        if let Some((id, _, st)) = same
+            .iter()
+            .find(|(_, val, _)| val.as_deref() == Some(value))
+        {
+            return Err(WriteError::Conflict(format!(
+                "#{id} ({st}) already says {subject} {predicate} {value}: nothing was written. \
+                 Cite more evidence on it, or promote it"
+            )));
+        }
+        if !same.is_empty() && status != Status::Archived {
+            status = Status::Contested;
+            contested = same.iter().map(|(id, _, _)| *id).collect();
+        }
+    }
+    let possible = if v.claim.is_none() && req.class == Class::Knowledge {
+        possible_duplicates(&tx, project, &req.title, &req.summary)?
+    } else {
+        Vec::new()
+    };
+    let (subject, predicate, value) = match &v.claim {
+        Some((s, p, val)) => (Some(s.as_str()), Some(p.as_str()), Some(val.as_str())),
+        None => (None, None, None),
+    };
+    tx.execute(
+        "INSERT INTO knowledge (class, kind, project, scope, title, summary, reason, memory_source,
+                                status, confidence, subject, predicate, value, payload,
+                                created_at, updated_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?15)",
+        params![
+            req.class.as_str(),
+            req.kind.trim(),
+            project,
+            scope,
+            req.title.trim(),
+            req.summary.trim(),
+            req.reason.trim(),
+            req.memory_source.as_str(),
+            status.as_str(),
+            req.confidence,
+            subject,
+            predicate,
+            value,
+            payload
+                .filter(|p| p.as_object().is_some_and(|o| !o.is_empty()))
+                .map(|p| p.to_string()),
+            now,
+        ],
+    )?;
+    let id = tx.last_insert_rowid();
+    for (i, e) in evidence.iter().enumerate() {
+        tx.execute(
+            "INSERT INTO knowledge_evidence (knowledge_id, ord, obs_id, source_id, segment_id, hash, file_path)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            params![id, i as i64, e.0, e.1.source_id, e.1.segment_id, e.1.hash, e.1.file_path],
+        )?;
+    }
+    audit(
+        &tx,
+        id,
+        now,
+        "created",
+        None,
+        Some(status),
+        req.reason.trim(),
+        None,
+    )?;
+    for other in &contested {
+        let before: String =
+            tx.query_row("SELECT status FROM knowledge WHERE id = ?1", [other], |r| {
+                r.get(0)
+            })?;
+        tx.execute(
+            "UPDATE knowledge SET status = 'contested', updated_at = ?2 WHERE id = ?1",
+            params![other, now],
+        )?;
+        let why = format!("#{id} says otherwise about the same subject and predicate");
+        audit(
+            &tx,
+            *other,
+            now,
+            "contested",
+            Status::parse(&before),
+            Some(Status::Contested),
+            &why,
+            Some(id),
+        )?;
+        audit(
+            &tx,
+            id,
+            now,
+            "contested",
+            Some(status),
+            Some(status),
+            &format!("#{other} says otherwise"),
+            Some(*other),
+        )?;
+    }
+    let item =
+        read_item(&tx, id)?.ok_or_else(|| WriteError::Storage("written item vanished".into()))?;
+    tx.commit()?;
+    let mut notes = v.notes.clone();
+    if !contested.is_empty() {
+        notes.push(format!(
+            "contested: {} said another value for the same subject and predicate; supersede the \
+             wrong one, or promote the right one, with a reason",
+            contested
+                .iter()
+                .map(|i| format!("#{i}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    Ok(Remembered {
+        item,
+        possible_duplicates: possible,
+        contested_with: contested,
+        notes,
+    })
+}
+
+/// Resolve each evidence ref: the observation id it cites and the file that observation names.
+fn check_evidence(
+    c: &Connection,
+    refs: &[EvidenceRef],
+) -> Result<Vec<(Option<i64>, EvidenceRef)>, WriteError> {
+    let mut out = Vec::with_capacity(refs.len());
+    for e in refs {
+        let sid = e.source_id.trim();
+        let Some(n) = sid.strip_prefix("obs:") else {
+            return Err(WriteError::Invalid(format!(
+                "evidence {sid:?}: cite an observation as {{\"source_id\": \"obs:<id>\"}}"
+            )));
+        };
+        let id: i64 = n.parse().map_err(|_| {
+            WriteError::Invalid(format!(
+                "evidence {sid:?}: `obs:` must be followed by an observation id"
+            ))
+        })?;
+        let row: Option<(String, Option<String>)> = c
+            .query_row(
+                "SELECT content, file_path FROM observations WHERE id = ?1",
+                [id],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()?;
+        let Some((content, file)) = row else {
+            return Err(WriteError::Invalid(format!(
+                "evidence obs:{id}: no observation has this id (it may have been swept or purged)"
+            )));
+        };
+        if let Some(h) = e.hash.as_deref().map(str::trim).filter(|h| !h.is_empty()) {
+            let actual = hex(&Sha256::digest(content.as_bytes()));
+            let h = h.to_ascii_lowercase();
+            if h.len() < 8 || !actual.starts_with(&h) {
+                return Err(WriteError::Invalid(format!(
+                    "evidence obs:{id}: the hash {h:?} does not match the observation's text \
+                     (SHA-256 {actual}): it changed since it was read, or the hash is wrong"
+                )));
+            }
+        }
+        out.push((
+            Some(id),
+            EvidenceRef {
+                source_id: format!("obs:{id}"),
+                segment_id: None,
+                hash: e.hash.clone(),
+                file_path: file,
+            },
+        ));
+    }
+    Ok(out)
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// The words that say what an item is about: lower case, three letters or more.
+fn words(s: &str) -> BTreeSet<String> {
+    s.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| w.chars().count() >= 3)
+        .map(|w| w.to_lowercase())
+        .collect()
+}
+
+fn jaccard(a: &BTreeSet<String>, b: &BTreeSet<String>) -> f64 {
+    let inter = a.intersection(b).count();
+    let union = a.len() + b.len() - inter;
+    if union == 0 {
+        0.0
+    } else {
+        inter as f64 / union as f64
+    }
+}
+
+fn possible_duplicates(
+    c: &Connection,
+    project: &str,
+    title: &str,
+    summary: &str,
+) -> Result<Vec<PossibleDuplicate>, WriteError> {
+    let (t, s) = (words(title), words(summary));
+    let all: BTreeSet<String> = t.union(&s).cloned().collect();
+    let mut stmt = c.prepare(
+        "SELECT id, title, summary, kind, status FROM knowledge
+          WHERE class = 'knowledge' AND subject IS NULL AND status NOT IN ('superseded', 'archived')
+            AND (project = ?1 OR scope = 'global')
+          ORDER BY id DESC LIMIT 5000",
+    )?;
+    let mut out: Vec<PossibleDuplicate> = stmt
+        .query_map([project], |r| {
+            Ok((
+                r.get::<_, i64>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, String>(2)?,
+                r.get::<_, String>(3)?,
+                r.get::<_, String>(4)?,
+            ))
+        })?
+        .filter_map(Result::ok)
+        .filter_map(|(id, ot, os, kind, status)| {
+            let (wt, ws) = (words(&ot), words(&os));
+            let both: BTreeSet<String> = wt.union(&ws).cloned().collect();
+            let score = jaccard(&all, &both);
+            let mut reasons = Vec::new();
+            if !t.is_empty() && jaccard(&t, &wt) >= SIMILAR {
+                reasons.push("similar title".to_string());
+            }
+            if !s.is_empty() && jaccard(&s, &ws) >= SIMILAR {
+                reasons.push("similar summary".to_string());
+            }
+            (score >= SIMILAR || !reasons.is_empty()).then(|| PossibleDuplicate {
+                object_id: id,
+                score: (score * 1000.0).round() / 1000.0,
+                reasons,
+                title: ot,
+                kind,
+                status: Status::parse(&status).unwrap_or(Status::Active),
+            })
+        })
+        .collect();
+    out.sort_by(|a, b| {
+        b.score
+            .total_cmp(&a.score)
+            .then(b.object_id.cmp(&a.object_id))
+    });
+    out.truncate(5);
+    Ok(out)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn audit(
+    c: &Connection,
+    id: i64,
+    at: i64,
+    action: &str,
+    from: Option<Status>,
+    to: Option<Status>,
+    reason: &str,
+    other: Option<i64>,
+) -> rusqlite::Result<()> {
+    c.execute(
+        "INSERT INTO knowledge_audit (knowledge_id, at, action, from_status, to_status, reason, other_id)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        params![id, at, action, from.map(|s| s.as_str()), to.map(|s| s.as_str()), reason, other],
+    )?;
+    Ok(())
+}
+
+fn change(
+    c: &mut Connection,
+    req: &LifecycleRequest,
+    reason: &str,
+    now: i64,
+) -> Result<LifecycleReply, WriteError> {
+    let tx = c.transaction()?;
+    let item = read_item(&tx, req.id)?.ok_or_else(|| {
+        WriteError::NotFound(format!("no knowledge or work item has id {}", req.id))
+    })?;
+    let want_class = match req.action {
+        Action::Done | Action::Drop | Action::Reopen => Class::WorkItem,
+        _ => Class::Knowledge,
+    };
+    if item.class != want_class {
+        return Err(WriteError::Invalid(format!(
+            "#{} is a {}: `{}` applies to a {}",
+            item.id, item.class, req.action, want_class
+        )));
+    }
+    let set = |tx: &rusqlite::Transaction, id: i64, to: Status, clear_stale: bool| {
+        tx.execute(
+            "UPDATE knowledge SET status = ?2, updated_at = ?3,
+                    stale_obs_id = CASE WHEN ?4 THEN NULL ELSE stale_obs_id END
+              WHERE id = ?1",
+            params![id, to.as_str(), now, clear_stale],
+        )
+    };
+    let from = item.status;
+    let refuse = |allowed: &[Status]| -> Result<(), WriteError> {
+        if allowed.contains(&from) {
+            Ok(())
+        } else {
+            Err(WriteError::Invalid(format!(
+                "#{} is {from}: `{}` applies to an item that is {}",
+                item.id,
+                req.action,
+                allowed
+                    .iter()
+                    .map(|s| s.as_str())
+                    .collect::<Vec<_>>()
+                    .join(" or ")
+            )))
+        }
+    };
+    let mut touched = vec![item.id];
+    match req.action {
+        Action::Promote => {
+            // An active item is promoted again to clear its possibly-stale flag once reviewed.
+            refuse(&[Status::Candidate, Status::Contested, Status::Active])?;
+            if from == Status::Active && !item.possibly_stale {
+                return Err(WriteError::Invalid(format!(
+                    "#{} is already active and not flagged stale: nothing to promote",
+                    item.id
+                )));
+            }
+            set(&tx, item.id, Status::Active, true)?;
+            audit(
+                &tx,
+                item.id,
+                now,
+                "promoted",
+                Some(from),
+                Some(Status::Active),
+                reason,
+                None,
+            )?;
+        }
+        Action::Supersede => {
+            refuse(&[Status::Candidate, Status::Active, Status::Contested])?;
+            let new_id = req.new_id.ok_or_else(|| {
+                WriteError::Invalid("`supersede` needs `new_id`: the item that replaces it".into())
+            })?;
+            if new_id == item.id {
+                return Err(WriteError::Invalid(
+                    "an item cannot supersede itself".into(),
+                ));
+            }
+            let new = read_item(&tx, new_id)?.ok_or_else(|| {
+                WriteError::NotFound(format!("no knowledge item has id {new_id} (`new_id`)"))
+            })?;
+            if new.class != Class::Knowledge
+                || matches!(new.status, Status::Superseded | Status::Archived)
+            {
+                return Err(WriteError::Invalid(format!(
+                    "#{new_id} is {} {}: only a current knowledge item can supersede another",
+                    new.class, new.status
+                )));
+            }
+            tx.execute(
+                "UPDATE knowledge SET status = 'superseded', superseded_by = ?2, updated_at = ?3,
+                        stale_obs_id = NULL WHERE id = ?1",
+                params![item.id, new_id, now],
+            )?;
+            audit(
+                &tx,
+                item.id,
+                now,
+                "superseded",
+                Some(from),
+                Some(Status::Superseded),
+                reason,
+                Some(new_id),
+            )?;
+            // The replacement is the reviewed one: it becomes active.
+            set(&tx, new_id, Status::Active, true)?;
+            audit(
+                &tx,
+                new_id,
+                now,
+                "supersedes",
+                Some(new.status),
+                Some(Status::Active),
+                reason,
+                Some(item.id),
+            )?;
+            touched.push(new_id);
+        }
+        Action::Contest => {
+            refuse(&[Status::Candidate, Status::Active])?;
+            set(&tx, item.id, Status::Contested, false)?;
+            audit(
+                &tx,
+                item.id,
+                now,
+                "contested",
+                Some(from),
+                Some(Status::Contested),
+                reason,
+                None,
+            )?;
+        }
+        Action::Archive => {
+            refuse(&[Status::Candidate, Status::Active, Status::Contested])?;
+            set(&tx, item.id, Status::Archived, false)?;
+            audit(
+                &tx,
+                item.id,
+                now,
+                "archived",
+                Some(from),
+                Some(Status::Archived),
+                reason,
+                None,
+            )?;
+        }
+        Action::Done | Action::Drop => {
+            refuse(&[Status::Open])?;
+            let to = if req.action == Action::Done {
+                Status::Done
+            } else {
+                Status::Dropped
+            };
+            set(&tx, item.id, to, false)?;
+            audit(
+                &tx,
+                item.id,
+                now,
+                "status",
+                Some(from),
+                Some(to),
+                reason,
+                None,
+            )?;
+        }
+        Action::Reopen => {
+            refuse(&[Status::Done, Status::Dropped])?;
+            set(&tx, item.id, Status::Open, false)?;
+            audit(
+                &tx,
+                item.id,
+                now,
+                "status",
+                Some(from),
+                Some(Status::Open),
+                reason,
+                None,
+            )?;
+        }
+    }
+    let items = touched
+        .iter()
+        .map(|id| read_item(&tx, *id))
+        .collect::<rusqlite::Result<Vec<_>>>()?
+        .into_iter()
+        .flatten()
+        .collect();
+    tx.commit()?;
+    Ok(LifecycleReply { items })
+}
+
+const ITEM_COLUMNS: &str = "id, class, kind, project, scope, title, summary, reason, memory_source, \
+     status, confidence, payload, obs_id, superseded_by, stale_obs_id, is_pinned, created_at, updated_at";
+
+fn item_row(r: &Row) -> rusqlite::Result<Item> {
+    let text = |i: usize| r.get::<_, String>(i);
+    let payload: Option<String> = r.get(11)?;
+    let stale: Option<i64> = r.get(14)?;
+    Ok(Item {
+        id: r.get(0)?,
+        class: Class::parse(&text(1)?).unwrap_or(Class::Knowledge),
+        kind: text(2)?,
+        project: text(3)?,
+        scope: format!("scope:{}", text(4)?),
+        title: text(5)?,
+        summary: text(6)?,
+        reason: text(7)?,
+        memory_source: MemorySource::parse(&text(8)?).unwrap_or(MemorySource::Imported),
+        status: Status::parse(&text(9)?).unwrap_or(Status::Active),
+        confidence: r.get(10)?,
+        payload: payload.and_then(|p| serde_json::from_str(&p).ok()),
+        obs_id: r.get(12)?,
+        superseded_by: r.get(13)?,
+        possibly_stale: stale.is_some(),
+        stale_obs_id: stale,
+        evidence: Vec::new(),
+        is_pinned: r.get::<_, i64>(15)? != 0,
+        created_at: r.get(16)?,
+        updated_at: r.get(17)?,
+    })
+}
+
+fn evidence_of(c: &Connection, id: i64) -> rusqlite::Result<Vec<EvidenceRef>> {
+    let mut stmt = c.prepare_cached(
+        "SELECT source_id, segment_id, hash, file_path FROM knowledge_evidence
+          WHERE knowledge_id = ?1 ORDER BY ord",
+    )?;
+    let rows = stmt.query_map([id], |r| {
+        Ok(EvidenceRef {
+            source_id: r.get(0)?,
+            segment_id: r.get(1)?,
+            hash: r.get(2)?,
+            file_path: r.get(3)?,
+        })
+    })?;
+    rows.collect()
+}
+
+pub fn read_item(c: &Connection, id: i64) -> rusqlite::Result<Option<Item>> {
+    let item = c
+        .query_row(
+            &format!("SELECT {ITEM_COLUMNS} FROM knowledge WHERE id = ?1"),
+            [id],
+            item_row,
+        )
+        .optional()?;
+    match item {
+        Some(mut i) => {
+            i.evidence = evidence_of(c, i.id)?;
+            Ok(Some(i))
+        }
+        None => Ok(None),
+    }
+}
+
+fn read_list(
+    c: &Connection,
+    req: &ListRequest,
+    project: Option<&str>,
+) -> rusqlite::Result<ListReply> {
+    let mut items = Vec::new();
+    if !req.ids.is_empty() {
+        for id in &req.ids {
+            if let Some(i) = read_item(c, *id)? {
+                items.push(i);
+            }
+        }
+    } else {
+        let mut sql = format!(
+            "SELECT {ITEM_COLUMNS} FROM knowledge WHERE (project = ?1 OR scope = 'global')"
+        );
+        let mut args: Vec<rusqlite::types::Value> =
+            vec![project.unwrap_or_default().to_string().into()];
+        if let Some(class) = req.class {
+            args.push(class.as_str().to_string().into());
+            sql.push_str(&format!(" AND class = ?{}", args.len()));
+        }
+        if !req.status.is_empty() {
+            let mut marks = Vec::new();
+            for s in &req.status {
+                args.push(s.as_str().to_string().into());
+                marks.push(format!("?{}", args.len()));
+            }
+            sql.push_str(&format!(" AND status IN ({})", marks.join(", ")));
+        }
+        if let Some(k) = &req.kind {
+            args.push(k.trim().to_string().into());
+            sql.push_str(&format!(" AND kind = ?{}", args.len()));
+        }
+        if req.stale {
+            sql.push_str(" AND stale_obs_id IS NOT NULL");
+        }
+        args.push(crate::query::clamp(req.limit, 50, 500).into());
+        sql.push_str(&format!(
+            " ORDER BY updated_at DESC, id DESC LIMIT ?{}",
+            args.len()
+        ));
+        let mut stmt = c.prepare(&sql)?;
+        let rows: Vec<Item> = stmt
+            .query_map(rusqlite::params_from_iter(args), item_row)?
+            .collect::<Result<_, _>>()?;
+        for mut i in rows {
+            i.evidence = evidence_of(c, i.id)?;
+            items.push(i);
+        }
+    }
+    let mut audit = Vec::new();
+    if req.audit {
+        let mut stmt = c.prepare_cached(
+            "SELECT knowledge_id, at, action, from_status, to_status, reason, other_id
+               FROM knowledge_audit WHERE knowledge_id = ?1 ORDER BY id",
+        )?;
+        for i in &items {
+            let rows = stmt.query_map([i.id], |r| {
+                Ok(AuditEntry {
+                    knowledge_id: r.get(0)?,
+                    at: r.get(1)?,
+                    action: r.get(2)?,
+                    from_status: r.get(3)?,
+                    to_status: r.get(4)?,
+                    reason: r.get(5)?,
+                    other_id: r.get(6)?,
+                })
+            })?;
+            for a in rows {
+                audit.push(a?);
+            }
+        }
+    }
+    Ok(ListReply { items, audit })
+}
+
+/// The open work items of `project`, newest first, for the SessionStart digest.
+pub fn open_work(
+    c: &Connection,
+    project: &str,
+    n: usize,
+) -> rusqlite::Result<Vec<(i64, String, String)>> {
+    let mut stmt = c.prepare_cached(
+        "SELECT id, kind, title FROM knowledge
+          WHERE project = ?1 AND class = 'work_item' AND status = 'open'
+          ORDER BY updated_at DESC, id DESC LIMIT ?2",
+    )?;
+    let rows = stmt.query_map(params![project, n as i64], |r| {
+        Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+    })?;
+    rows.collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nmem_proto::knowledge::Payload;
+    use serde_json::json;
+
+    const T0: i64 = 1_780_000_000_000;
+
+    /// A database with one session of `acme-api`: a read of `src/retry.ts` (obs 1), a command
+    /// (obs 2).
+    fn db() -> (tempfile::TempDir, Connection) {
+        let dir = tempfile::tempdir().unwrap();
+        let c = crate::store::schema::open_writer(&dir.path().join("nmem.db")).unwrap();
+        c.execute_batch(&format!(
+            "INSERT INTO sessions (id, harness, project, project_root, started_at)
+                  VALUES ('s1', 'claude-code', 'acme-api', '/p/acme-api', {T0});
+             INSERT INTO observations (id, session_id, timestamp, obs_type, source_event, file_path, content, project, harness) VALUES
+               (1, 's1', {T0}, 'file_read', 'PostToolUse', '/p/acme-api/src/retry.ts', 'src/retry.ts: const MAX_RETRIES = 5', 'acme-api', 'claude-code'),
+               (2, 's1', {T0} + 1, 'command', 'PostToolUse', NULL, 'npm test', 'acme-api', 'claude-code');"
+        ))
+        .unwrap();
+        (dir, c)
+    }
+
+    fn req(kind: &str, title: &str, source: MemorySource) -> RememberRequest {
+        RememberRequest {
+            class: Class::Knowledge,
+            kind: kind.into(),
+            title: title.into(),
+            summary: String::new(),
+            reason: "it changes how we work here".into(),
+            memory_source: source,
+            scope_refs: vec![SCOPE_PROJECT.into()],
+            status: None,
+            confidence: None,
+            payload: None,
+            evidence_refs: Vec::new(),
+            project: Some("acme-api".into()),
+            cwd: None,
+        }
+    }
+
+    fn claim(subject: &str, predicate: &str, value: serde_json::Value) -> Option<Payload> {
+        Some(Payload {
+            subject: Some(subject.into()),
+            predicate: Some(predicate.into()),
+            value: Some(value),
+            ..Payload::default()
+        })
+    }
+
+    fn write(c: &mut Connection, r: &RememberRequest) -> Result<Remembered, WriteError> {
+        let v = validate(r).map_err(|e| WriteError::Invalid(e.to_string()))?;
+        let payload = r.payload.clone().map(|p| serde_json::to_value(p).unwrap());
+        write_item(c, r, &v, payload, "acme-api", T0 + 100)
+    }
+
+    fn act(
+        c: &mut Connection,
+        action: Action,
+        id: i64,
+        new_id: Option<i64>,
+    ) -> Result<LifecycleReply, WriteError> {
+        let r = LifecycleRequest {
+            action,
+            id,
+            new_id,
+            reason: "reviewed the code".into(),
+        };
+        change(c, &r, "reviewed the code", T0 + 200)
+    }
+
+    fn count(c: &Connection, sql: &str) -> i64 {
+        c.query_row(sql, [], |r| r.get(0)).unwrap()
+    }
+
+    #[test]
+    fn agent_inferred_claims_start_as_candidates_and_others_active() {
+        let (_d, mut c) = db();
+        let mut r = req(
+            "fact",
+            "Retries are capped at 5",
+            MemorySource::AgentInferred,
+        );
+        r.status = Some(Status::Active);
+        let out = write(&mut c, &r).unwrap();
+        assert_eq!(out.item.status, Status::Candidate);
+        assert!(out.notes[0].contains("candidate"), "{:?}", out.notes);
+        let out = write(
+            &mut c,
+            &req(
+                "decision",
+                "Use Postgres advisory locks",
+                MemorySource::UserDeclared,
+            ),
+        )
+        .unwrap();
+        assert_eq!(out.item.status, Status::Active);
+        assert!(out.notes.is_empty());
+    }
+
+    #[test]
+    fn an_exact_structured_duplicate_is_refused_and_changes_nothing() {
+        let (_d, mut c) = db();
+        let mut r = req("fact", "API port", MemorySource::UserDeclared);
+        r.payload = claim("api", "port", json!(8080));
+        write(&mut c, &r).unwrap();
+        let before = (
+            count(&c, "SELECT COUNT(*) FROM knowledge"),
+            count(&c, "SELECT COUNT(*) FROM knowledge_audit"),
+        );
+        r.title = "The API listens on 8080".into();
+        match write(&mut c, &r) {
+            Err(WriteError::Conflict(m)) => {
+                assert!(m.contains("#1") && m.contains("nothing was written"), "{m}")
+            }
+            other => panic!("expected a conflict, got {other:?}"),
+        }
+        assert_eq!(
+            before,
+            (
+                count(&c, "SELECT COUNT(*) FROM knowledge"),
+                count(&c, "SELECT COUNT(*) FROM knowledge_audit")
+            )
+        );
+        // Another kind, or another project's non-global item, is not the same claim.
+        r.kind = "convention".into();
+        assert!(write(&mut c, &r).is_ok());
+    }
+
+    #[test]
+    fn the_same_subject_and_predicate_with_another_value_contests_both() {
+        let (_d, mut c) = db();
+        let mut r = req("fact", "API port", MemorySource::UserDeclared);
+        r.payload = claim("api", "port", json!(8080));
+        let first = write(&mut c, &r).unwrap().item.id;
+        r.payload = claim("api", "port", json!(9090));
+        let out = write(&mut c, &r).unwrap();
+        assert_eq!(out.item.status, Status::Contested);
+        assert_eq!(out.contested_with, vec![first]);
+        let old = read_item(&c, first).unwrap().unwrap();
+        assert_eq!(old.status, Status::Contested);
+        assert_eq!(
+            count(&c, &format!("SELECT COUNT(*) FROM knowledge_audit WHERE action = 'contested' AND knowledge_id = {first} AND other_id = {}", out.item.id)),
+            1
+        );
+        // Promoting the right one settles it; the wrong one is superseded by it.
+        act(&mut c, Action::Supersede, first, Some(out.item.id)).unwrap();
+        let (old, new) = (
+            read_item(&c, first).unwrap().unwrap(),
+            read_item(&c, out.item.id).unwrap().unwrap(),
+        );
+        assert_eq!(
+            (old.status, old.superseded_by),
+            (Status::Superseded, Some(new.id))
+        );
+        assert_eq!(new.status, Status::Active);
+    }
+
+    #[test]
+    fn similar_unstructured_items_are_written_and_reported() {
+        let (_d, mut c) = db();
+        let mut r = req(
+            "decision",
+            "Deduplicate webhook events by event id",
+            MemorySource::UserDeclared,
+        );
+        r.summary = "Stripe redelivers events; store the event id with a unique index".into();
+        let first = write(&mut c, &r).unwrap().item.id;
+        r.title = "Deduplicate webhook events by their event id".into();
+        let out = write(&mut c, &r).unwrap();
+        assert_ne!(out.item.id, first);
+        assert_eq!(out.possible_duplicates.len(), 1);
+        let d = &out.possible_duplicates[0];
+        assert_eq!(d.object_id, first);
+        assert!(
+            d.score >= SIMILAR && d.reasons.contains(&"similar title".to_string()),
+            "{d:?}"
+        );
+        let other = write(
+            &mut c,
+            &req("fact", "Node 20 is required", MemorySource::UserDeclared),
+        )
+        .unwrap();
+        assert!(other.possible_duplicates.is_empty());
+    }
+
+    #[test]
+    fn evidence_must_exist_and_hold_the_text_it_had() {
+        let (_d, mut c) = db();
+        let mut r = req(
+            "fact",
+            "Retries are capped at 5",
+            MemorySource::UserDeclared,
+        );
+        r.evidence_refs = vec![EvidenceRef {
+            source_id: "obs:99".into(),
+            segment_id: None,
+            hash: None,
+            file_path: None,
+        }];
+        assert!(matches!(write(&mut c, &r), Err(WriteError::Invalid(m)) if m.contains("obs:99")));
+        r.evidence_refs[0].source_id = "src:readme".into();
+        assert!(matches!(write(&mut c, &r), Err(WriteError::Invalid(m)) if m.contains("obs:<id>")));
+        r.evidence_refs[0] = EvidenceRef {
+            source_id: "obs:1".into(),
+            segment_id: None,
+            hash: Some("deadbeef".into()),
+            file_path: None,
+        };
+        assert!(
+            matches!(write(&mut c, &r), Err(WriteError::Invalid(m)) if m.contains("does not match"))
+        );
+        assert_eq!(count(&c, "SELECT COUNT(*) FROM knowledge"), 0);
+        let h = hex(&Sha256::digest(b"src/retry.ts: const MAX_RETRIES = 5"));
+        r.evidence_refs[0].hash = Some(h[..12].to_uppercase());
+        let out = write(&mut c, &r).unwrap();
+        assert_eq!(
+            out.item.evidence[0].file_path.as_deref(),
+            Some("/p/acme-api/src/retry.ts")
+        );
+    }
+
+    #[test]
+    fn a_later_edit_of_a_cited_file_flags_the_item_and_review_clears_it() {
+        let (_d, mut c) = db();
+        let mut r = req(
+            "fact",
+            "Retries are capped at 5",
+            MemorySource::UserDeclared,
+        );
+        r.evidence_refs = vec![EvidenceRef {
+            source_id: "obs:1".into(),
+            segment_id: None,
+            hash: None,
+            file_path: None,
+        }];
+        let id = write(&mut c, &r).unwrap().item.id;
+        let edit = |c: &Connection, obs: i64, path: &str, ty: &str| {
+            c.execute(
+                "INSERT INTO observations (id, session_id, timestamp, obs_type, source_event, file_path, content, project, harness)
+                 VALUES (?1, 's1', ?2, ?3, 'PostToolUse', ?4, 'edit', 'acme-api', 'claude-code')",
+                params![obs, T0 + 300 + obs, ty, path],
+            )
+            .unwrap();
+        };
+        // Another file, or a read of this one, does not.
+        edit(&c, 10, "/p/acme-api/src/other.ts", "file_edit");
+        edit(&c, 11, "/p/acme-api/src/retry.ts", "file_read");
+        assert!(!read_item(&c, id).unwrap().unwrap().possibly_stale);
+        edit(&c, 12, "/p/acme-api/src/retry.ts", "file_edit");
+        let item = read_item(&c, id).unwrap().unwrap();
+        assert_eq!((item.possibly_stale, item.stale_obs_id), (true, Some(12)));
+        assert_eq!(count(&c, &format!("SELECT COUNT(*) FROM knowledge_audit WHERE knowledge_id = {id} AND action = 'stale' AND other_id = 12")), 1);
+        // Flagged once: a second edit keeps the first cause.
+        edit(&c, 13, "/p/acme-api/src/retry.ts", "file_write");
+        assert_eq!(read_item(&c, id).unwrap().unwrap().stale_obs_id, Some(12));
+        act(&mut c, Action::Promote, id, None).unwrap();
+        assert!(!read_item(&c, id).unwrap().unwrap().possibly_stale);
+        // Promoting an active item that is not flagged has nothing to do.
+        assert!(matches!(
+            act(&mut c, Action::Promote, id, None),
+            Err(WriteError::Invalid(_))
+        ));
+    }
+
+    #[test]
+    fn a_saved_memory_is_a_note_that_follows_its_row() {
+        let (_d, mut c) = db();
+        c.execute_batch(&format!(
+            "INSERT INTO observations (id, session_id, timestamp, obs_type, source_event, content, metadata, project, harness)
+             VALUES (20, 's1', {T0} + 50, 'memory', 'save_memory', 'Rate limits\nper org, never per user', '{{\"title\":\"Rate limits\"}}', 'acme-api', 'nmem');"
+        ))
+        .unwrap();
+        let id: i64 = c
+            .query_row("SELECT id FROM knowledge WHERE obs_id = 20", [], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        let note = read_item(&c, id).unwrap().unwrap();
+        assert_eq!(
+            (note.kind.as_str(), note.status, note.memory_source),
+            ("note", Status::Active, MemorySource::UserDeclared)
+        );
+        assert_eq!(note.title, "Rate limits");
+        act(&mut c, Action::Contest, id, None).unwrap();
+        c.execute(
+            "UPDATE observations SET content = '[REDACTED]' WHERE id = 20",
+            [],
+        )
+        .unwrap();
+        assert_eq!(read_item(&c, id).unwrap().unwrap().summary, "[REDACTED]");
+        c.execute("DELETE FROM observations WHERE id = 20", [])
+            .unwrap();
+        assert!(read_item(&c, id).unwrap().is_none());
+        assert_eq!(
+            count(&c, "SELECT COUNT(*) FROM knowledge_audit"),
+            0,
+            "the audit goes with the item"
+        );
+    }
+
+    #[test]
+    fn lifecycle_changes_follow_the_status_rules() {
+        let (_d, mut c) = db();
+        let k = write(&mut c, &req("fact", "Node 20", MemorySource::UserDeclared))
+            .unwrap()
+            .item
+            .id;
+        let mut w = req("task", "Remove the v1 export", MemorySource::UserDeclared);
+        w.class = Class::WorkItem;
+        let t = write(&mut c, &w).unwrap().item;
+        assert_eq!(t.status, Status::Open);
+        assert!(
+            matches!(act(&mut c, Action::Done, k, None), Err(WriteError::Invalid(m)) if m.contains("work_item"))
+        );
+        assert!(matches!(
+            act(&mut c, Action::Promote, t.id, None),
+            Err(WriteError::Invalid(_))
+        ));
+        assert!(matches!(
+            act(&mut c, Action::Supersede, k, Some(k)),
+            Err(WriteError::Invalid(_))
+        ));
+        assert!(matches!(
+            act(&mut c, Action::Supersede, k, None),
+            Err(WriteError::Invalid(_))
+        ));
+        assert!(matches!(
+            act(&mut c, Action::Supersede, k, Some(77)),
+            Err(WriteError::NotFound(_))
+        ));
+        assert!(matches!(
+            act(&mut c, Action::Contest, 77, None),
+            Err(WriteError::NotFound(_))
+        ));
+        act(&mut c, Action::Done, t.id, None).unwrap();
+        assert!(
+            matches!(act(&mut c, Action::Done, t.id, None), Err(WriteError::Invalid(m)) if m.contains("is done"))
+        );
+        act(&mut c, Action::Reopen, t.id, None).unwrap();
+        act(&mut c, Action::Archive, k, None).unwrap();
+        assert!(matches!(
+            act(&mut c, Action::Contest, k, None),
+            Err(WriteError::Invalid(_))
+        ));
+        let trail: Vec<String> = c
+            .prepare("SELECT action || ':' || COALESCE(to_status, '') FROM knowledge_audit WHERE knowledge_id = ?1 ORDER BY id")
+            .unwrap()
+            .query_map([t.id], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(trail, ["created:open", "status:done", "status:open"]);
+    }
+
+    #[test]
+    fn validation_names_the_field_to_fix() {
+        let r = req("rumour", "x", MemorySource::UserDeclared);
+        assert!(validate(&r)
+            .unwrap_err()
+            .to_string()
+            .contains("fact, decision"));
+        let mut r = req("fact", "x", MemorySource::UserDeclared);
+        r.scope_refs = vec!["scope:team".into()];
+        assert!(validate(&r)
+            .unwrap_err()
+            .to_string()
+            .contains("scope:global"));
+        let mut r = req("fact", "x", MemorySource::UserDeclared);
+        r.status = Some(Status::Open);
+        assert!(validate(&r)
+            .unwrap_err()
+            .to_string()
+            .contains("candidate, active"));
+        let mut r = req("fact", "x", MemorySource::UserDeclared);
+        r.reason = "  ".into();
+        assert!(validate(&r).unwrap_err().to_string().contains("reason"));
+        let mut r = req("fact", "x", MemorySource::UserDeclared);
+        r.payload = Some(Payload {
+            subject: Some("api".into()),
+            ..Payload::default()
+        });
+        assert!(validate(&r).unwrap_err().to_string().contains("predicate"));
+        let mut r = req("fact", "x", MemorySource::UserDeclared);
+        r.confidence = Some(1.5);
+        assert!(validate(&r).unwrap_err().to_string().contains("confidence"));
+    }
+
+    #[test]
+    fn open_work_items_are_in_the_digest_until_done() {
+        let (_d, mut c) = db();
+        let mut w = req(
+            "bug",
+            "Nightly export drops the last page",
+            MemorySource::UserDeclared,
+        );
+        w.class = Class::WorkItem;
+        let id = write(&mut c, &w).unwrap().item.id;
+        let project = crate::ingest::Project {
+            name: "acme-api".into(),
+            root: "/p/acme-api".into(),
+            ..Default::default()
+        };
+        let digest = |c: &Connection| {
+            crate::context::digest(
+                c,
+                &project,
+                "s2",
+                "startup",
+                crate::context::DigestLimits::default(),
+                T0 + 1000,
+            )
+            .unwrap()
+            .unwrap_or_default()
+        };
+        let gen = crate::context::generation(&c, "acme-api").unwrap();
+        let text = digest(&c);
+        assert!(
+            text.contains(&format!(
+                "## Open work\n- bug k{id}: Nightly export drops the last page"
+            )),
+            "{text}"
+        );
+        act(&mut c, Action::Done, id, None).unwrap();
+        assert_ne!(
+            gen,
+            crate::context::generation(&c, "acme-api").unwrap(),
+            "the cached digest is invalidated"
+        );
+        assert!(!digest(&c).contains("Open work"));
+    }
+}
