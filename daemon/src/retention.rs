@@ -309,13 +309,21 @@ pub async fn retention(app: &App, req: RetentionRequest) -> Result<Outcome, Writ
             "max_age_days = {d}: an age is 0 days or more (0 means everything not pinned)"
         )));
     }
+    if req.apply && req.now.is_some() {
+        return Err(WriteError::Invalid(
+            "`now` is for a dry run (what would be swept then); a sweep that applies uses the \
+             present time: drop `now`, or `apply`"
+                .into(),
+        ));
+    }
     let overrides = app.config.retention.max_age_days.clone();
     let db = app.paths.db.clone();
     let size = move || std::fs::metadata(&db).map(|m| m.len()).unwrap_or(0);
     app.writer
         .exec(move |c| {
             let before = size();
-            let cand = retention_candidates(c, &req, &overrides, nmem_proto::now_ms())?;
+            let now = req.now.unwrap_or_else(nmem_proto::now_ms);
+            let cand = retention_candidates(c, &req, &overrides, now)?;
             let deleted = if req.apply {
                 delete(c, &cand, "retention", json!(req))?
             } else {

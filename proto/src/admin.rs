@@ -46,6 +46,10 @@ pub struct RetentionRequest {
     pub obs_type: Option<String>,
     #[serde(default)]
     pub project: Option<String>,
+    /// A dry run as of this time (Unix milliseconds) instead of now: what would be swept then.
+    /// Refused with `apply`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub now: Option<i64>,
     #[serde(default)]
     pub apply: bool,
 }

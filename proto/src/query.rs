@@ -334,12 +334,19 @@ pub struct SaveRequest {
     pub project: Option<Option<String>>,
     #[serde(default)]
     pub cwd: Option<String>,
+    /// More to keep with the memory (an object; codex-mem's `type`, `source_ref` and
+    /// `metadata`), stored in its metadata beside the title.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<serde_json::Map<String, Value>>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Saved {
     pub id: i64,
     pub project: String,
+    /// When it was stored (Unix milliseconds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_at: Option<i64>,
 }
 
 #[cfg(test)]

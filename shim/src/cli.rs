@@ -162,6 +162,7 @@ pub fn save(
         title,
         project: project.map(Some),
         cwd: cwd(),
+        metadata: None,
     };
     finish(
         post::<_, Saved>(wire::PATH_MEMORIES, &req),

@@ -11,6 +11,7 @@
 
 pub use nmem_hook::{autostart, elide, record};
 pub mod cli;
+pub mod codex_mem;
 pub mod ctl;
 pub mod daemon_client;
 pub mod import;

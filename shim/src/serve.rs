@@ -35,6 +35,18 @@ for the full records you need. `recent_context` shows the latest work of a proje
 project (the client's first root, else the server's folder); pass null to search every project. \
 `format: \"text\"` gives one compact line per item instead of JSON.";
 
+/// What `__IMPORTANT` says (CodexMem's tool list, §2.2).
+pub const WORKFLOW: &str = "nmem remembers past coding sessions: files read and edited, commands \
+and their errors, searches, prompts and decisions. Use it in three steps, narrow to wide, to \
+spend few tokens:
+1. `search` with words, names, paths or error text: ranked 120-character previews with ids. \
+Filter by project, obs_type, files or dates when you know them.
+2. `timeline` around a promising id: what happened before and after it in its session (the \
+command that failed, the edit that fixed it).
+3. `get_observations` with the few ids you need: the full records.
+`recent_context` shows a project's latest work; `save_memory` keeps a decision or fact for later \
+sessions. Search before re-discovering something: it may already be known.";
+
 #[derive(Clone)]
 pub struct Nmem {
     cwd: Option<String>,
@@ -175,6 +187,15 @@ impl Nmem {
             render::recent(o, For::Model)
         })
         .await
+    }
+
+    #[tool(
+        name = "__IMPORTANT",
+        description = "Read this first: how to use nmem's memory well (the search → timeline → \
+        get_observations workflow). Takes no arguments; any given are ignored."
+    )]
+    async fn important(&self) -> Result<CallToolResult, ErrorData> {
+        Ok(CallToolResult::success(vec![Content::text(WORKFLOW)]))
     }
 
     #[tool(
@@ -365,7 +386,17 @@ pub fn judge(line: &[u8]) -> Verdict {
 /// Run the server on stdin/stdout until the client goes away. Lines from stdin pass through
 /// [`judge`] first: rmcp sees only well-formed messages, and every other line gets its error
 /// response here. Both write whole lines to stdout through one task, so replies never mix.
-pub fn run() -> anyhow::Result<()> {
+/// Which contract `nmem serve` speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Profile {
+    /// nmem's own tools (ADR-006's five, and `__IMPORTANT`).
+    #[default]
+    Nmem,
+    /// codex-mem's MCP API v1 (`crate::codex_mem`).
+    CodexMem,
+}
+
+pub fn run(profile: Profile) -> anyhow::Result<()> {
     use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -456,8 +487,22 @@ pub fn run() -> anyhow::Result<()> {
             std::io::Result::Ok(())
         });
 
-        let service = Nmem::new().serve((rmcp_in, rmcp_out)).await?;
-        service.waiting().await?;
+        match profile {
+            Profile::Nmem => {
+                Nmem::new()
+                    .serve((rmcp_in, rmcp_out))
+                    .await?
+                    .waiting()
+                    .await?;
+            }
+            Profile::CodexMem => {
+                crate::codex_mem::CodexMem::new()
+                    .serve((rmcp_in, rmcp_out))
+                    .await?
+                    .waiting()
+                    .await?;
+            }
+        }
         // The service ended (the client closed stdin, or broke the protocol): stop reading.
         reader.abort();
         let _ = writer.await;

@@ -88,8 +88,9 @@ class Home:
         r = subprocess.run([BIN / "nmem", "record"], input=data, env=self.env, capture_output=True)
         assert r.returncode == 0, r
 
-    def server(self):
-        return StdioServerParameters(command=str(BIN / "nmem"), args=["serve"], env=self.env, cwd=str(self.project))
+    def server(self, profile=None):
+        args = ["serve"] + (["--profile", profile] if profile else [])
+        return StdioServerParameters(command=str(BIN / "nmem"), args=args, env=self.env, cwd=str(self.project))
 
 
 async def with_daemon(home):
@@ -101,7 +102,9 @@ async def with_daemon(home):
             check("instructions explain the workflow", "search" in (init.instructions or "") and "timeline" in init.instructions and "get_observations" in init.instructions, init.instructions)
 
             tools = {t.name: t for t in (await s.list_tools()).tools}
-            check("five tools", set(tools) == {"search", "get_observations", "timeline", "recent_context", "save_memory"}, list(tools))
+            check("six tools", set(tools) == {"search", "get_observations", "timeline", "recent_context", "save_memory", "__IMPORTANT"}, list(tools))
+            r = await s.call_tool("__IMPORTANT", {"ignored": 1})
+            check("__IMPORTANT explains the workflow and ignores its arguments", not is_error(r) and "search" in text(r) and "timeline" in text(r) and "get_observations" in text(r), text(r))
             check("search schema names query", "query" in json.dumps(attr(tools["search"], "input_schema", "inputSchema")), attr(tools["search"], "input_schema", "inputSchema"))
 
             # search: normal, path, prompt, aliases, filters, no results, malformed FTS.
@@ -205,12 +208,83 @@ async def with_roots(home):
             check("search defaults to the root's project too", len(items(r)) == 1, text(r))
 
 
+def v1_error(result):
+    """A codex-mem v1 error: the tool result is an error whose text is {code, message, details}."""
+    if not is_error(result):
+        return None
+    try:
+        e = json.loads(text(result))
+    except ValueError:
+        return None
+    return e.get("code") if set(e) == {"code", "message", "details"} else None
+
+
+async def codex_mem(home, daemon_up=True):
+    """`nmem serve --profile codex-mem`: codex-mem's MCP API v1, exactly."""
+    async with stdio_client(home.server("codex-mem")) as (read, write):
+        async with ClientSession(read, write) as s:
+            await s.initialize()
+            tools = {t.name for t in (await s.list_tools()).tools}
+            check("codex-mem: the v1 tools", tools == {"save_memory", "search", "timeline", "get_entries", "retention_dry_run"}, tools)
+            if not daemon_up:
+                r = await s.call_tool("search", {"query": "invoices"})
+                check("codex-mem: daemon down is STORAGE_FAILURE", v1_error(r) == "STORAGE_FAILURE", text(r))
+                return
+            r = await s.call_tool("save_memory", {"text": "Refunds are idempotent by refund id", "title": "refund rule",
+                                                  "type": "decision", "source_ref": "PR #88", "metadata": {"team": "billing"},
+                                                  "unknown_field": True})
+            saved = payload(r)
+            check("codex-mem: save_memory → {status, id, created_at}", not is_error(r) and saved["status"] == "saved"
+                  and isinstance(saved["id"], str) and saved["id"].isdigit() and saved["created_at"].endswith("Z"), text(r))
+            r = await s.call_tool("search", {"query": "invoices", "limit": 2})
+            page = payload(r)
+            check("codex-mem: search → {items, total, limit, offset}", not is_error(r) and set(page) == {"items", "total", "limit", "offset"}
+                  and page["limit"] == 2 and page["offset"] == 0 and len(page["items"]) == 2 and page["total"] >= 2, page)
+            item = page["items"][0]
+            check("codex-mem: EntryIndexItem fields, id a string, snippet ≤ 200", {"id", "title", "entry_type", "project", "created_at", "score"} <= set(item)
+                  and isinstance(item["id"], str) and len(item.get("snippet", "")) <= 200 and item["project"] == "acme-api", item)
+            r2 = payload(await s.call_tool("search", {"query": "invoices", "limit": 1, "offset": 1}))
+            check("codex-mem: offset pages", r2["items"] and r2["items"][0]["id"] == page["items"][1]["id"], (page, r2))
+            r = await s.call_tool("search", {"query": "refund", "type": "memory"})
+            check("codex-mem: type filters", [i["id"] for i in payload(r)["items"]] == [saved["id"]], text(r))
+            for args, name in [({}, "query missing"), ({"query": "x", "limit": 0}, "limit 0"), ({"query": "x", "limit": 101}, "limit 101"),
+                               ({"query": "x", "offset": -1}, "offset -1")]:
+                check(f"codex-mem: search {name} is INVALID_ARGUMENT", v1_error(await s.call_tool("search", args)) == "INVALID_ARGUMENT", args)
+            r = await s.call_tool("get_entries", {"ids": [saved["id"], item["id"], "999999"]})
+            got = payload(r)["items"]
+            check("codex-mem: get_entries in order, missing left out", [g["id"] for g in got] == [saved["id"], item["id"]], got)
+            check("codex-mem: EntryDetailItem keeps type, source_ref, metadata", got[0]["entry_type"] == "decision" and got[0]["source_ref"] == "PR #88"
+                  and got[0]["metadata"]["team"] == "billing" and got[0]["title"] == "refund rule" and "idempotent" in got[0]["body"], got[0])
+            r = await s.call_tool("get_entries", {"ids": [item["id"]] * 200})
+            check("codex-mem: get_entries takes 200 ids", not is_error(r) and len(payload(r)["items"]) == 200, text(r)[:200])
+            for ids in [[], [item["id"]] * 201, ["p4"]]:
+                check(f"codex-mem: get_entries {len(ids)} ids / bad id is INVALID_ARGUMENT", v1_error(await s.call_tool("get_entries", {"ids": ids})) == "INVALID_ARGUMENT", ids)
+            r = await s.call_tool("timeline", {"anchor_id": item["id"], "depth_before": 1, "depth_after": 1})
+            t = payload(r)
+            check("codex-mem: timeline → {anchor_id, items} around the anchor", t["anchor_id"] == item["id"] and item["id"] in [i["id"] for i in t["items"]]
+                  and len(t["items"]) <= 3, t)
+            check("codex-mem: timeline missing anchor is ENTRY_NOT_FOUND", v1_error(await s.call_tool("timeline", {"anchor_id": "424242"})) == "ENTRY_NOT_FOUND")
+            check("codex-mem: timeline depth 21 is INVALID_ARGUMENT", v1_error(await s.call_tool("timeline", {"anchor_id": item["id"], "depth_before": 21})) == "INVALID_ARGUMENT")
+            before = len(payload(await s.call_tool("search", {"query": "invoices", "limit": 100}))["items"])
+            r = await s.call_tool("retention_dry_run", {"max_age_days": 1, "now": "2100-01-01T00:00:00Z"})
+            dry = payload(r)
+            check("codex-mem: retention_dry_run → dry-run counts by reason", not is_error(r) and dry["mode"] == "dry-run" and dry["total_candidates"] > 0
+                  and dry["by_reason"].get("age", 0) > 0 and dry["candidate_ids"], dry)
+            after = len(payload(await s.call_tool("search", {"query": "invoices", "limit": 100}))["items"])
+            check("codex-mem: a dry run deletes nothing", before == after, (before, after))
+            r = await s.call_tool("retention_dry_run", {"max_age_days": 1})
+            check("codex-mem: nothing is a day old yet", payload(r)["total_candidates"] == 0, text(r))
+            for args in [{"max_age_days": 0}, {"max_entries_per_project": -3}, {"now": "yesterday-ish"}]:
+                check(f"codex-mem: retention_dry_run {args} is INVALID_ARGUMENT", v1_error(await s.call_tool("retention_dry_run", args)) == "INVALID_ARGUMENT", args)
+            check("codex-mem: save_memory without text is INVALID_ARGUMENT", v1_error(await s.call_tool("save_memory", {"title": "t"})) == "INVALID_ARGUMENT")
+
+
 async def without_daemon(home):
     async with stdio_client(home.server()) as (read, write):
         async with ClientSession(read, write) as s:
             await s.initialize()
             tools = (await s.list_tools()).tools
-            check("tools listed with the daemon down", len(tools) == 5, tools)
+            check("tools listed with the daemon down", len(tools) == 6, tools)
             r = await s.call_tool("search", {"query": "invoices"})
             check("daemon down is a tool error that says what to do", is_error(r) and "nmemd is not running" in text(r) and "Start it" in text(r), text(r))
 
@@ -228,8 +302,10 @@ def main():
         subprocess.run([BIN / "nmem", "record"], input=json.dumps(other).encode(), env=home.env, check=True)
         asyncio.run(with_daemon(home))
         asyncio.run(with_roots(home))
+        asyncio.run(codex_mem(home))
         home.stop()
         asyncio.run(without_daemon(home))
+        asyncio.run(codex_mem(home, daemon_up=False))
     except Exception:
         traceback.print_exc()
         RESULTS["failed"] += 1

@@ -39,6 +39,16 @@ pub async fn save(app: &App, req: SaveRequest) -> Result<Saved, QueryError> {
         }
     };
     let mut metadata = serde_json::Map::new();
+    if let Some(extra) = &req.metadata {
+        let size = serde_json::to_string(extra).map(|s| s.len()).unwrap_or(0);
+        if size > MAX_TITLE * 16 {
+            return Err(QueryError::BadRequest(format!(
+                "`metadata` is {size} bytes as JSON; at most {} are accepted",
+                MAX_TITLE * 16
+            )));
+        }
+        metadata.extend(extra.clone());
+    }
     if let Some(t) = req
         .title
         .as_deref()
@@ -46,6 +56,9 @@ pub async fn save(app: &App, req: SaveRequest) -> Result<Saved, QueryError> {
         .filter(|t| !t.is_empty())
     {
         metadata.insert("title".into(), json!(t));
+    } else {
+        // Only the title given here names the memory.
+        metadata.remove("title");
     }
     let content = match metadata.get("title").and_then(|t| t.as_str()) {
         Some(t) => format!("{t}\n{text}"),
@@ -64,9 +77,10 @@ pub async fn save(app: &App, req: SaveRequest) -> Result<Saved, QueryError> {
             })
             .collect::<String>()
     );
+    let received_at = nmem_proto::now_ms();
     let mut prepared = Prepared {
         event_id: nmem_proto::client::new_event_id(),
-        received_at: nmem_proto::now_ms(),
+        received_at,
         harness: "nmem",
         session_id: session,
         cwd: req.cwd.clone().unwrap_or_default(),
@@ -93,5 +107,6 @@ pub async fn save(app: &App, req: SaveRequest) -> Result<Saved, QueryError> {
     Ok(Saved {
         id,
         project: project.name,
+        created_at: Some(received_at),
     })
 }

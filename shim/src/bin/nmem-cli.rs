@@ -59,6 +59,15 @@ impl From<Order> for OrderBy {
     }
 }
 
+/// Which MCP contract `nmem serve` speaks.
+#[derive(Clone, Copy, ValueEnum)]
+enum ServeProfile {
+    /// nmem's own tools.
+    Nmem,
+    /// codex-mem's MCP API v1.
+    CodexMem,
+}
+
 #[derive(clap::Args)]
 struct ProjectArgs {
     /// Only this project (default: the project of the current directory).
@@ -119,8 +128,13 @@ enum Command {
         /// codex-notify only: the JSON payload, passed as the last argument.
         payload: Option<String>,
     },
-    /// The MCP server on stdin/stdout (tools: search, get_observations, timeline, recent_context, save_memory).
-    Serve,
+    /// The MCP server on stdin/stdout. Profile nmem (default): search, get_observations,
+    /// timeline, recent_context, save_memory, __IMPORTANT; codex-mem: codex-mem's MCP API v1
+    /// (save_memory, search, timeline, get_entries, retention_dry_run).
+    Serve {
+        #[arg(long, value_enum, default_value = "nmem")]
+        profile: ServeProfile,
+    },
     /// Search past observations and prompts. Plain words match as written; FTS5 syntax
     /// (AND/OR/NOT, "phrase", prefix*) is used as is.
     Search {
@@ -556,7 +570,10 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Record { .. } => unreachable!("handled above"),
-        Command::Serve => match nmem_shim::serve::run() {
+        Command::Serve { profile } => match nmem_shim::serve::run(match profile {
+            ServeProfile::Nmem => nmem_shim::serve::Profile::Nmem,
+            ServeProfile::CodexMem => nmem_shim::serve::Profile::CodexMem,
+        }) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("nmem serve: {e:#}");

@@ -190,6 +190,7 @@ fn main() -> ExitCode {
                 max_per_project,
                 obs_type,
                 project,
+                now: None,
                 apply,
             },
             json,

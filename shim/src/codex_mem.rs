@@ -1,0 +1,611 @@
+//! `nmem serve --profile codex-mem`: codex-mem's MCP API v1 over nmem's daemon routes.
+//!
+//! The contract's names, shapes, limits and error codes win: ids are strings (an observation's
+//! id in decimal), `search` pages with `limit` (20, at most 100) and `offset` and says `total`,
+//! `timeline` takes `anchor_id` and depths of 3 (at most 20), `get_entries` takes 1 to 200 ids
+//! (fetched from the daemon 50 at a time), `retention_dry_run` never deletes. Every result's text
+//! is the JSON object itself; every error is `{code, message, details}` with a v1 code
+//! (`INVALID_ARGUMENT`, `POLICY_BLOCKED`, `ENTRY_NOT_FOUND`, `STORAGE_FAILURE`,
+//! `MIGRATION_FAILURE`), and a refused request changes nothing. Unknown input fields are ignored.
+//! An omitted `project` is the project of `nmem serve`'s folder.
+//!
+//! Where v1 leaves things open, nmem's design decides (README, "MCP profiles"): entries are
+//! observations (prompts are not entries here); `total` counts the matches up to 100 past
+//! `offset`; `ingest_docs` is not served yet (documents land with their own change).
+
+use crate::daemon_client::{post, CallError};
+use nmem_proto::admin::{DeletionReport, RetentionRequest};
+use nmem_proto::query::{
+    GetRequest, Observation, OneOrMany, SaveRequest, Saved, SearchHit, SearchReply, SearchRequest,
+    Timeline, TimelineRequest,
+};
+use nmem_proto::time::format_rfc3339_ms;
+use nmem_proto::wire;
+use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::{
+    CallToolResult, ContentBlock as Content, ErrorData, Implementation, ServerCapabilities,
+    ServerConfig,
+};
+use rmcp::{tool, tool_handler, tool_router, ServerHandler};
+use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Map, Value};
+
+const INSTRUCTIONS: &str = "Codex memory (codex-mem MCP API v1, served by nmem): `search` \
+returns compact ranked entries, `timeline` the entries around one, `get_entries` their full text, \
+`save_memory` keeps a decision or fact, `retention_dry_run` says what retention would remove. \
+Ids are strings; errors are {code, message, details}.";
+
+/// A v1 error code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Code {
+    InvalidArgument,
+    PolicyBlocked,
+    EntryNotFound,
+    StorageFailure,
+    MigrationFailure,
+}
+
+impl Code {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Code::InvalidArgument => "INVALID_ARGUMENT",
+            Code::PolicyBlocked => "POLICY_BLOCKED",
+            Code::EntryNotFound => "ENTRY_NOT_FOUND",
+            Code::StorageFailure => "STORAGE_FAILURE",
+            Code::MigrationFailure => "MIGRATION_FAILURE",
+        }
+    }
+}
+
+/// A v1 error as a tool result.
+fn error(code: Code, message: impl Into<String>, details: Value) -> CallToolResult {
+    CallToolResult::error(vec![Content::text(
+        json!({"code": code.as_str(), "message": message.into(), "details": details}).to_string(),
+    )])
+}
+
+/// The v1 code of a daemon failure: the request's fault, a missing entry, or the store's.
+pub fn code_of(e: &CallError) -> Code {
+    match e {
+        CallError::Api { code, message, .. } => match code.as_str() {
+            wire::code::BAD_REQUEST
+            | wire::code::BAD_QUERY
+            | wire::code::INVALID_PAYLOAD
+            | wire::code::CONFLICT => Code::InvalidArgument,
+            wire::code::NOT_FOUND => Code::EntryNotFound,
+            _ if message.contains("newer nmem") => Code::MigrationFailure,
+            _ => Code::StorageFailure,
+        },
+        CallError::Down(m) | CallError::Slow(m) if m.contains("newer nmem") => {
+            Code::MigrationFailure
+        }
+        _ => Code::StorageFailure,
+    }
+}
+
+fn ok(v: &impl Serialize) -> CallToolResult {
+    CallToolResult::success(vec![Content::text(
+        serde_json::to_string(v).unwrap_or_default(),
+    )])
+}
+
+/// One daemon call off the async threads.
+async fn daemon<B: Serialize + Send + 'static, R: DeserializeOwned + Send + 'static>(
+    path: &'static str,
+    body: B,
+) -> Result<R, Box<CallToolResult>> {
+    let res = tokio::task::spawn_blocking(move || post::<B, R>(path, &body))
+        .await
+        .map_err(|e| Box::new(error(Code::StorageFailure, e.to_string(), Value::Null)))?;
+    res.map_err(|e| {
+        let details = match &e {
+            CallError::Api { code, status, .. } => json!({"nmem_code": code, "status": status}),
+            _ => Value::Null,
+        };
+        Box::new(error(code_of(&e), e.to_string(), details))
+    })
+}
+
+/// A v1 `EntryIndexItem` (with the additive `snippet`, the matched text up to 200 characters).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct EntryIndexItem {
+    pub id: String,
+    pub title: String,
+    pub entry_type: String,
+    pub project: String,
+    pub created_at: String,
+    pub score: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snippet: Option<String>,
+}
+
+/// A v1 `EntryDetailItem`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct EntryDetailItem {
+    pub id: String,
+    pub title: String,
+    pub body: String,
+    pub entry_type: String,
+    pub project: String,
+    pub session_id: Option<String>,
+    pub source_ref: Option<String>,
+    pub metadata: Map<String, Value>,
+    pub created_at: String,
+}
+
+/// An entry's title: the title it was saved with, else its first line, cut at 120 characters.
+fn title_of(content: &str, metadata: Option<&Value>) -> String {
+    metadata
+        .and_then(|m| m.get("title"))
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .unwrap_or_else(|| nmem_proto::text::one_line(content.lines().next().unwrap_or(""), 120))
+}
+
+fn index_item_of_hit(h: &SearchHit) -> EntryIndexItem {
+    EntryIndexItem {
+        id: h.id.to_string(),
+        title: nmem_proto::text::one_line(h.content_preview.lines().next().unwrap_or(""), 120),
+        entry_type: h.obs_type.clone().unwrap_or_else(|| h.kind.clone()),
+        project: h.project.clone(),
+        created_at: format_rfc3339_ms(h.timestamp),
+        score: h.score,
+        snippet: Some(
+            h.content
+                .as_deref()
+                .map(|c| nmem_proto::text::one_line(c, 200))
+                .unwrap_or_else(|| nmem_proto::text::one_line(&h.content_preview, 200)),
+        ),
+    }
+}
+
+fn index_item_of_obs(o: &Observation) -> EntryIndexItem {
+    EntryIndexItem {
+        id: o.id.to_string(),
+        title: title_of(&o.content, o.metadata.as_ref()),
+        entry_type: o.obs_type.clone(),
+        project: o.project.clone(),
+        created_at: format_rfc3339_ms(o.timestamp),
+        score: 0.0,
+        snippet: None,
+    }
+}
+
+fn detail_of(o: Observation) -> EntryDetailItem {
+    let metadata = match &o.metadata {
+        Some(Value::Object(m)) => m.clone(),
+        _ => Map::new(),
+    };
+    EntryDetailItem {
+        id: o.id.to_string(),
+        title: title_of(&o.content, o.metadata.as_ref()),
+        source_ref: metadata
+            .get("source_ref")
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        entry_type: metadata
+            .get("type")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .unwrap_or_else(|| o.obs_type.clone()),
+        body: o.content,
+        project: o.project,
+        session_id: Some(o.session_id),
+        metadata,
+        created_at: format_rfc3339_ms(o.timestamp),
+    }
+}
+
+/// An id as v1 sends it: a string of digits (a number is taken too).
+fn entry_id(field: &str, v: &Value) -> Result<i64, Box<CallToolResult>> {
+    let parsed = match v {
+        Value::String(s) => s.trim().parse::<i64>().ok(),
+        Value::Number(n) => n.as_i64(),
+        _ => None,
+    };
+    parsed.filter(|n| *n > 0).ok_or_else(|| {
+        Box::new(error(
+            Code::InvalidArgument,
+            format!("{field}: {v} is not an entry id (a string of digits, as `search` returns)"),
+            json!({"field": field}),
+        ))
+    })
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct SaveArgs {
+    /// What to remember (required).
+    #[serde(default)]
+    pub text: String,
+    pub title: Option<String>,
+    /// Default: the project of the server's folder.
+    pub project: Option<String>,
+    /// An entry type kept with it (the stored type is `memory`).
+    #[serde(rename = "type")]
+    pub entry_type: Option<String>,
+    /// Where it came from (a URL, a commit, a file).
+    pub source_ref: Option<String>,
+    /// Anything else to keep with it (an object).
+    pub metadata: Option<Map<String, Value>>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct SearchArgs {
+    /// Words, names, paths or error text (required).
+    #[serde(default)]
+    pub query: String,
+    /// Default: the project of the server's folder.
+    pub project: Option<String>,
+    /// Only this entry type (an observation type: command_error, file_edit, memory, …).
+    #[serde(rename = "type")]
+    pub entry_type: Option<String>,
+    /// Default 20, at most 100.
+    pub limit: Option<i64>,
+    /// Default 0.
+    pub offset: Option<i64>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct TimelineArgs {
+    /// The entry to center on (required).
+    #[serde(default)]
+    pub anchor_id: Value,
+    /// Entries before it (default 3, at most 20).
+    pub depth_before: Option<i64>,
+    /// Entries after it (default 3, at most 20).
+    pub depth_after: Option<i64>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct GetArgs {
+    /// 1 to 200 entry ids.
+    #[serde(default)]
+    pub ids: Vec<Value>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct RetentionArgs {
+    /// Evaluate as of this time (ISO 8601; default now).
+    pub now: Option<String>,
+    /// One age for every entry type, in days (> 0; default: each type's own age).
+    pub max_age_days: Option<i64>,
+    /// Keep at most this many entries per project (> 0).
+    pub max_entries_per_project: Option<i64>,
+    pub project: Option<String>,
+}
+
+#[derive(Clone)]
+pub struct CodexMem {
+    cwd: Option<String>,
+    tool_router: ToolRouter<Self>,
+}
+
+impl Default for CodexMem {
+    fn default() -> Self {
+        CodexMem::new()
+    }
+}
+
+#[tool_router]
+impl CodexMem {
+    pub fn new() -> CodexMem {
+        CodexMem {
+            cwd: std::env::current_dir()
+                .ok()
+                .map(|p| p.to_string_lossy().into_owned()),
+            tool_router: Self::tool_router(),
+        }
+    }
+
+    #[tool(
+        description = "Save a memory entry: `text` required; `title`, `project`, `type`, \
+        `source_ref`, `metadata` optional. Returns {status: \"saved\", id, created_at}."
+    )]
+    async fn save_memory(
+        &self,
+        Parameters(a): Parameters<SaveArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        if a.text.trim().is_empty() {
+            return Ok(error(
+                Code::InvalidArgument,
+                "`text` is required: say what to remember",
+                json!({"field": "text"}),
+            ));
+        }
+        let mut metadata = a.metadata.unwrap_or_default();
+        if let Some(t) = a.entry_type {
+            metadata.insert("type".into(), Value::String(t));
+        }
+        if let Some(s) = a.source_ref {
+            metadata.insert("source_ref".into(), Value::String(s));
+        }
+        let req = SaveRequest {
+            text: a.text,
+            title: a.title,
+            project: a.project.map(Some),
+            cwd: self.cwd.clone(),
+            metadata: (!metadata.is_empty()).then_some(metadata),
+        };
+        Ok(match daemon::<_, Saved>(wire::PATH_MEMORIES, req).await {
+            Ok(s) => ok(&json!({
+                "status": "saved",
+                "id": s.id.to_string(),
+                "created_at": format_rfc3339_ms(s.created_at.unwrap_or_else(nmem_proto::now_ms)),
+            })),
+            Err(e) => *e,
+        })
+    }
+
+    #[tool(
+        description = "Compact ranked entries for `query` (required): project (default: this \
+        folder's), type, limit (20, max 100), offset. Returns {items, total, limit, offset}; \
+        each item {id, title, entry_type, project, created_at, score, snippet}."
+    )]
+    async fn search(
+        &self,
+        Parameters(a): Parameters<SearchArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        if a.query.trim().is_empty() {
+            return Ok(error(
+                Code::InvalidArgument,
+                "`query` is required",
+                json!({"field": "query"}),
+            ));
+        }
+        let limit = a.limit.unwrap_or(20);
+        let offset = a.offset.unwrap_or(0);
+        if !(1..=100).contains(&limit) {
+            return Ok(error(
+                Code::InvalidArgument,
+                format!("`limit` is {limit}: give 1 to 100"),
+                json!({"field": "limit"}),
+            ));
+        }
+        if offset < 0 {
+            return Ok(error(
+                Code::InvalidArgument,
+                format!("`offset` is {offset}: give 0 or more"),
+                json!({"field": "offset"}),
+            ));
+        }
+        // One window of up to 100 ranks from `offset`: the page, and how many more there are.
+        let req = SearchRequest {
+            query: a.query,
+            project: a.project.map(Some),
+            obs_type: a.entry_type.map(OneOrMany::One),
+            limit: Some(100),
+            offset: Some(offset),
+            include_prompts: Some(false),
+            cwd: self.cwd.clone(),
+            ..SearchRequest::default()
+        };
+        Ok(
+            match daemon::<_, SearchReply>(wire::PATH_SEARCH, req).await {
+                Ok(r) => {
+                    let total = offset + r.items.len() as i64;
+                    let items: Vec<EntryIndexItem> = r
+                        .items
+                        .iter()
+                        .filter(|h| h.kind != "prompt")
+                        .take(limit as usize)
+                        .map(index_item_of_hit)
+                        .collect();
+                    ok(&json!({"items": items, "total": total, "limit": limit, "offset": offset}))
+                }
+                Err(e) => *e,
+            },
+        )
+    }
+
+    #[tool(
+        description = "The entries around one, in time order: `anchor_id` (required), \
+        depth_before and depth_after (3 each, max 20). Returns {anchor_id, items}."
+    )]
+    async fn timeline(
+        &self,
+        Parameters(a): Parameters<TimelineArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let anchor = match entry_id("anchor_id", &a.anchor_id) {
+            Ok(id) => id,
+            Err(e) => return Ok(*e),
+        };
+        for (field, v) in [
+            ("depth_before", a.depth_before),
+            ("depth_after", a.depth_after),
+        ] {
+            if let Some(d) = v.filter(|d| !(0..=20).contains(d)) {
+                return Ok(error(
+                    Code::InvalidArgument,
+                    format!("`{field}` is {d}: give 0 to 20"),
+                    json!({"field": field}),
+                ));
+            }
+        }
+        let req = TimelineRequest {
+            anchor: Some(anchor),
+            before: Some(a.depth_before.unwrap_or(3)),
+            after: Some(a.depth_after.unwrap_or(3)),
+            // The anchor's own session, whatever its project.
+            project: Some(None),
+            ..TimelineRequest::default()
+        };
+        Ok(
+            match daemon::<_, Timeline>(wire::PATH_TIMELINE, req).await {
+                Ok(t) => {
+                    let items: Vec<EntryIndexItem> = t
+                        .before
+                        .iter()
+                        .chain(std::iter::once(&t.anchor))
+                        .chain(t.after.iter())
+                        .map(index_item_of_obs)
+                        .collect();
+                    ok(&json!({"anchor_id": anchor.to_string(), "items": items}))
+                }
+                Err(e) => *e,
+            },
+        )
+    }
+
+    #[tool(
+        description = "Full entries by id: `ids`, 1 to 200 strings. Returns {items}, in the \
+        order asked; ids that do not exist are left out."
+    )]
+    async fn get_entries(
+        &self,
+        Parameters(a): Parameters<GetArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        if a.ids.is_empty() || a.ids.len() > 200 {
+            return Ok(error(
+                Code::InvalidArgument,
+                format!("`ids` has {} ids: give 1 to 200", a.ids.len()),
+                json!({"field": "ids"}),
+            ));
+        }
+        let mut ids = Vec::with_capacity(a.ids.len());
+        for v in &a.ids {
+            match entry_id("ids", v) {
+                Ok(id) => ids.push(id),
+                Err(e) => return Ok(*e),
+            }
+        }
+        let mut items = Vec::with_capacity(ids.len());
+        for chunk in ids.chunks(50) {
+            let req = GetRequest {
+                ids: chunk.to_vec(),
+                format: None,
+            };
+            match daemon::<_, Vec<Observation>>(wire::PATH_OBSERVATIONS, req).await {
+                Ok(found) => items.extend(found.into_iter().map(detail_of)),
+                Err(e) => return Ok(*e),
+            }
+        }
+        Ok(ok(&json!({ "items": items })))
+    }
+
+    #[tool(
+        description = "What retention would remove, without deleting: now (ISO time, default \
+        now), max_age_days (> 0), max_entries_per_project (> 0), project. Returns {mode: \
+        \"dry-run\", executed_at, total_candidates, by_reason, candidate_ids}."
+    )]
+    async fn retention_dry_run(
+        &self,
+        Parameters(a): Parameters<RetentionArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        for (field, v) in [
+            ("max_age_days", a.max_age_days),
+            ("max_entries_per_project", a.max_entries_per_project),
+        ] {
+            if let Some(n) = v.filter(|n| *n <= 0) {
+                return Ok(error(
+                    Code::InvalidArgument,
+                    format!("`{field}` is {n}: give a number above 0"),
+                    json!({"field": field}),
+                ));
+            }
+        }
+        let now = match a.now.as_deref() {
+            None => None,
+            Some(s) => match nmem_proto::time::parse_date(s, false) {
+                Ok(ms) => Some(ms),
+                Err(e) => {
+                    return Ok(error(
+                        Code::InvalidArgument,
+                        format!("`now`: {e}"),
+                        json!({"field": "now"}),
+                    ))
+                }
+            },
+        };
+        let req = RetentionRequest {
+            max_age_days: a.max_age_days,
+            max_per_project: a.max_entries_per_project,
+            project: a.project,
+            now,
+            apply: false,
+            ..RetentionRequest::default()
+        };
+        Ok(
+            match daemon::<_, DeletionReport>(wire::PATH_RETENTION, req).await {
+                Ok(r) => ok(&json!({
+                    "mode": "dry-run",
+                    "executed_at": format_rfc3339_ms(r.executed_at),
+                    "total_candidates": r.total_candidates,
+                    "by_reason": r.by_reason,
+                    "candidate_ids": r.candidate_ids,
+                })),
+                Err(e) => *e,
+            },
+        )
+    }
+}
+
+#[tool_handler(router = self.tool_router)]
+impl ServerHandler for CodexMem {
+    fn get_info(&self) -> ServerConfig {
+        let mut info = ServerConfig::new(ServerCapabilities::builder().enable_tools().build());
+        info.server_info = Implementation::new("nmem (codex-mem v1)", nmem_proto::VERSION);
+        info.instructions = Some(INSTRUCTIONS.into());
+        info
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn daemon_failures_map_to_v1_codes() {
+        let api = |code: &str, message: &str| CallError::Api {
+            status: 400,
+            code: code.into(),
+            message: message.into(),
+        };
+        assert_eq!(code_of(&api("bad_request", "x")), Code::InvalidArgument);
+        assert_eq!(code_of(&api("bad_query", "x")), Code::InvalidArgument);
+        assert_eq!(code_of(&api("not_found", "x")), Code::EntryNotFound);
+        assert_eq!(code_of(&api("store_failed", "x")), Code::StorageFailure);
+        assert_eq!(
+            code_of(&CallError::Down("no daemon".into())),
+            Code::StorageFailure
+        );
+        assert_eq!(
+            code_of(&CallError::Down("written by a newer nmem".into())),
+            Code::MigrationFailure
+        );
+    }
+
+    #[test]
+    fn ids_are_strings_of_digits() {
+        assert_eq!(entry_id("ids", &json!("42")).unwrap(), 42);
+        assert_eq!(entry_id("ids", &json!(42)).unwrap(), 42);
+        for bad in [json!("p4"), json!(""), json!(-1), json!(null), json!([1])] {
+            assert!(entry_id("ids", &bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_detail_keeps_what_save_memory_was_given() {
+        let o = Observation {
+            id: 7,
+            timestamp: 1_780_000_000_000,
+            session_id: "memory-acme".into(),
+            project: "acme".into(),
+            obs_type: "memory".into(),
+            content: "Retry policy\nbackoff, max 5".into(),
+            metadata: Some(
+                json!({"title": "Retry policy", "type": "decision", "source_ref": "PR #12"}),
+            ),
+            ..Observation::default()
+        };
+        let d = detail_of(o);
+        assert_eq!(
+            (d.id.as_str(), d.title.as_str(), d.entry_type.as_str()),
+            ("7", "Retry policy", "decision")
+        );
+        assert_eq!(d.source_ref.as_deref(), Some("PR #12"));
+        assert_eq!(d.created_at, format_rfc3339_ms(1_780_000_000_000));
+    }
+}
