@@ -374,8 +374,31 @@ pub async fn purge(app: &App, req: PurgeRequest) -> Result<Outcome, WriteError> 
         .exec(move |c| {
             crate::store::fts::index_all(c)?;
             let before = size();
-            let cand = purge_candidates(c, &req)?;
+            let mut cand = purge_candidates(c, &req)?;
+            // A purge of a whole project (no other filter) takes its documents too.
+            let docs_of = req
+                .project
+                .as_deref()
+                .filter(|_| {
+                    req.session.is_none()
+                        && req.obs_type.is_none()
+                        && req.before.is_none()
+                        && req.after.is_none()
+                        && req.search.is_none()
+                })
+                .map(str::to_string);
+            if let Some(p) = &docs_of {
+                let n = crate::docs::count_project(c, p)?;
+                if n > 0 {
+                    cand.by_reason.insert("doc_chunks".into(), n);
+                }
+            }
             let deleted = if req.apply {
+                if let Some(p) = &docs_of {
+                    let tx = c.transaction()?;
+                    crate::docs::purge_project(&tx, p)?;
+                    tx.commit()?;
+                }
                 delete(c, &cand, "purge", audit_detail(&req))?
             } else {
                 (0, 0)

@@ -283,6 +283,8 @@ pub fn export(output: Option<&std::path::Path>) -> ExitCode {
             ("session", "SELECT * FROM sessions ORDER BY started_at"),
             ("prompt", "SELECT * FROM prompts ORDER BY id"),
             ("observation", "SELECT * FROM observations ORDER BY id"),
+            ("doc_source", "SELECT * FROM doc_sources ORDER BY id"),
+            ("doc_chunk", "SELECT * FROM doc_chunks ORDER BY id"),
         ] {
             let mut stmt = c.prepare(sql).map_err(|e| e.to_string())?;
             let names: Vec<String> = stmt.column_names().iter().map(|s| s.to_string()).collect();
