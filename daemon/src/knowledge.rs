@@ -1,4 +1,4 @@
-//! Governed knowledge and work items (migration 009): writing them under memory-substrate's
+//! Governed knowledge and work items (migration 010): writing them under memory-substrate's
 //! rules, changing their status with a reason, and reading them back.
 //!
 //! Writes run on the writer (the single-writer invariant), each in one transaction with its
@@ -15,7 +15,7 @@
 //! * promote, supersede, contest, archive and a work item's done / drop / reopen need a reason,
 //!   and are recorded in `knowledge_audit`; promote and supersede clear the possibly-stale flag.
 //!
-//! The flag itself is raised by a trigger (migration 009), in the same transaction as the edit
+//! The flag itself is raised by a trigger (migration 010), in the same transaction as the edit
 //! of a file that an active item's evidence names; saved memories become notes by trigger too.
 
 use crate::app::App;

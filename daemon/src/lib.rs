@@ -11,6 +11,7 @@
 //!   then [`redact`]. Deterministic, no LLM.
 //! * [`store`]: schema and migrations, the single writer with group commit (and the [`dedup`]
 //!   cache it owns), read-only connections.
+//! * [`docs`]: documents ingested by `nmem ingest`: chunked, deduplicated by hash, searchable.
 //! * [`context`]: the SessionStart digest. [`query`]: search, timeline, recent context, memories.
 //! * [`spool`]: draining events that shims wrote while the daemon was away.
 //! * [`app`], [`config`], [`stats`]: shared state, `config.toml`, counters for status.
@@ -21,6 +22,7 @@ pub mod config;
 pub mod conn;
 pub mod context;
 pub mod dedup;
+pub mod docs;
 pub mod drain;
 pub mod ingest;
 pub mod knowledge;

@@ -392,23 +392,34 @@ pub async fn purge(app: &App, req: PurgeRequest) -> Result<Outcome, WriteError> 
         .exec(move |c| {
             crate::store::fts::index_all(c)?;
             let before = size();
-            let cand = purge_candidates(c, &req)?;
-            // A whole project's purge takes its knowledge and work items too (before the rows,
-            // so the thorough scrub of the file covers them).
-            let knowledge: Vec<i64> = match (&req.project, whole_project(&req)) {
-                (Some(p), true) => c
+            let mut cand = purge_candidates(c, &req)?;
+            // A purge of a whole project (no other filter) takes its documents, knowledge and
+            // work items too (before the rows, so the thorough scrub of the file covers them).
+            let whole = req
+                .project
+                .as_deref()
+                .filter(|_| whole_project(&req))
+                .map(str::to_string);
+            let knowledge: Vec<i64> = match &whole {
+                Some(p) => c
                     .prepare("SELECT id FROM knowledge WHERE project = ?1 ORDER BY id")?
                     .query_map([p], |r| r.get(0))?
                     .collect::<Result<_, _>>()?,
-                _ => Vec::new(),
+                None => Vec::new(),
             };
-            if req.apply && !knowledge.is_empty() {
-                c.execute(
-                    "DELETE FROM knowledge WHERE project = ?1",
-                    [req.project.as_deref().unwrap_or_default()],
-                )?;
+            if let Some(p) = &whole {
+                let n = crate::docs::count_project(c, p)?;
+                if n > 0 {
+                    cand.by_reason.insert("doc_chunks".into(), n);
+                }
             }
             let deleted = if req.apply {
+                if let Some(p) = &whole {
+                    let tx = c.transaction()?;
+                    crate::docs::purge_project(&tx, p)?;
+                    tx.execute("DELETE FROM knowledge WHERE project = ?1", [p])?;
+                    tx.commit()?;
+                }
                 delete(c, &cand, "purge", audit_detail(&req))?
             } else {
                 (0, 0)

@@ -31,6 +31,7 @@ pub fn router(app: Arc<App>, limits: Arc<crate::conn::Limits>) -> Router {
         .route(wire::PATH_TIMELINE, post(timeline))
         .route(wire::PATH_RECENT, post(recent))
         .route(wire::PATH_MEMORIES, post(memories))
+        .route(wire::PATH_DOCS_INGEST, post(docs_ingest))
         .route(wire::PATH_MAINTAIN, post(maintain))
         .route(wire::PATH_PIN, post(pin))
         .route(wire::PATH_RETENTION, post(retention))
@@ -214,6 +215,13 @@ async fn knowledge_list(
     b: Bytes,
 ) -> Result<Json<nmem_proto::knowledge::ListReply>, ApiError> {
     Ok(Json(crate::knowledge::list(&app, body(&b)?).await?))
+}
+
+async fn docs_ingest(
+    State(app): State<Arc<App>>,
+    b: Bytes,
+) -> Result<Json<nmem_proto::docs::IngestReply>, ApiError> {
+    Ok(Json(crate::docs::ingest(app, body(&b)?).await?))
 }
 
 async fn maintain(State(app): State<Arc<App>>) -> Result<Json<crate::maintain::Report>, ApiError> {

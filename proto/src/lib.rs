@@ -5,6 +5,7 @@
 //! * [`harness`]: the hook payload of each harness, normalised to one envelope and validated.
 //! * [`wire`]: the versioned HTTP/JSON API: paths, headers, request and reply bodies, error codes.
 //! * [`query`], [`admin`]: the request and reply types of the query and operator routes.
+//! * [`docs`]: documents (`nmem ingest`): sources, their outcome, where a chunk came from.
 //! * [`obs`]: the observation vocabulary ([`obs::ObsType`]: names, retention, digest role).
 //! * [`spool`]: the one-file-per-event spool a shim writes when the daemon is away.
 //! * [`status`]: what the files alone say (`nmemctl status` with the daemon down).
@@ -18,6 +19,7 @@
 
 pub mod admin;
 pub mod client;
+pub mod docs;
 pub mod harness;
 pub mod knowledge;
 pub mod obs;

@@ -10,7 +10,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
 /// Absent, null, or a value: `Option<Option<T>>` that keeps the difference.
-fn tri<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
+pub(crate) fn tri<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
 where
     D: Deserializer<'de>,
     T: Deserialize<'de>,
@@ -112,6 +112,10 @@ pub struct SearchRequest {
     /// (meaning only). `order_by` still orders the results.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mode: Option<SearchMode>,
+    /// Include ingested document chunks (`nmem ingest`), after the observations and prompts
+    /// (default true); `obs_type: "doc"` searches only them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub include_docs: Option<bool>,
 }
 
 /// The sources a search uses.
@@ -190,7 +194,7 @@ pub struct RetrievalSource {
 /// One search result: an observation's preview, or a prompt with its full text.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
 pub struct SearchHit {
-    /// `observation` or `prompt`.
+    /// `observation`, `prompt` or `doc` (a chunk of an ingested document).
     pub kind: String,
     pub id: i64,
     pub timestamp: i64,
@@ -211,6 +215,10 @@ pub struct SearchHit {
     /// How it was found.
     #[serde(default)]
     pub retrieval_sources: Vec<RetrievalSource>,
+    /// Kind `doc` only: the chunk's source and lines (its id is a chunk id: `get` it with
+    /// `doc_ids`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub doc: Option<crate::docs::DocRef>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, Default)]
@@ -219,6 +227,10 @@ pub struct GetRequest {
     /// Observation ids, at most 50. Order is kept; missing ids are left out.
     #[serde(default, alias = "observation_ids")]
     pub ids: Vec<i64>,
+    /// Document chunk ids (search results of kind `doc`), at most 50, returned after the
+    /// observations as observations of type `doc` whose metadata says where they came from.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub doc_ids: Vec<i64>,
     /// `json` (default): the structured result; `text`: one compact line per item.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub format: Option<String>,

@@ -14,6 +14,7 @@
 //! | `POST /v1/timeline` | [`crate::query::TimelineRequest`] | [`crate::query::Timeline`] |
 //! | `POST /v1/recent` | [`crate::query::RecentRequest`] | `[Observation]` |
 //! | `POST /v1/memories` | [`crate::query::SaveRequest`] | [`crate::query::Saved`] |
+//! | `POST /v1/docs/ingest` | [`crate::docs::IngestRequest`] | [`crate::docs::IngestReply`] |
 //! | `POST /v1/maintain` | [`crate::admin::Empty`] | [`crate::admin::MaintainReport`] |
 //! | `POST /v1/pin` | [`PinRequest`] | [`PinRequest`] (what was done) |
 //! | `POST /v1/retention` | [`crate::admin::RetentionRequest`] | [`crate::admin::DeletionReport`] |
@@ -35,6 +36,7 @@ pub const PATH_OBSERVATIONS: &str = "/v1/observations";
 pub const PATH_TIMELINE: &str = "/v1/timeline";
 pub const PATH_RECENT: &str = "/v1/recent";
 pub const PATH_MEMORIES: &str = "/v1/memories";
+pub const PATH_DOCS_INGEST: &str = "/v1/docs/ingest";
 pub const PATH_MAINTAIN: &str = "/v1/maintain";
 pub const PATH_PIN: &str = "/v1/pin";
 pub const PATH_RETENTION: &str = "/v1/retention";

@@ -75,6 +75,7 @@ pub struct SearchArgs {
     pub offset: Option<i64>,
     pub json: bool,
     pub explain: bool,
+    pub no_docs: bool,
 }
 
 pub fn search(a: SearchArgs) -> ExitCode {
@@ -92,6 +93,7 @@ pub fn search(a: SearchArgs) -> ExitCode {
         include_prompts: None,
         cwd: cwd(),
         mode: a.mode,
+        include_docs: a.no_docs.then_some(false),
     };
     let explain = a.explain;
     finish(
@@ -101,9 +103,14 @@ pub fn search(a: SearchArgs) -> ExitCode {
     )
 }
 
-pub fn get(ids: Vec<i64>, json: bool) -> ExitCode {
+pub fn get(ids: Vec<i64>, doc_ids: Vec<i64>, json: bool) -> ExitCode {
+    let req = GetRequest {
+        ids,
+        doc_ids,
+        format: None,
+    };
     finish(
-        post::<_, Vec<Observation>>(wire::PATH_OBSERVATIONS, &GetRequest { ids, format: None }),
+        post::<_, Vec<Observation>>(wire::PATH_OBSERVATIONS, &req),
         json,
         |obs| render::observations(obs, For::Terminal),
     )

@@ -379,6 +379,7 @@ impl CodexMem {
             limit: Some(100),
             offset: Some(offset),
             include_prompts: Some(false),
+            include_docs: Some(false),
             cwd: self.cwd.clone(),
             ..SearchRequest::default()
         };
@@ -389,7 +390,7 @@ impl CodexMem {
                     let items: Vec<EntryIndexItem> = r
                         .items
                         .iter()
-                        .filter(|h| h.kind != "prompt")
+                        .filter(|h| h.kind == "observation")
                         .take(limit as usize)
                         .map(index_item_of_hit)
                         .collect();
@@ -475,7 +476,7 @@ impl CodexMem {
         for chunk in ids.chunks(50) {
             let req = GetRequest {
                 ids: chunk.to_vec(),
-                format: None,
+                ..GetRequest::default()
             };
             match daemon::<_, Vec<Observation>>(wire::PATH_OBSERVATIONS, req).await {
                 Ok(found) => items.extend(found.into_iter().map(detail_of)),

@@ -7,6 +7,8 @@
 //! * [`cli`], [`daemon_client`]: `nmem search|get|timeline|recent|save`; [`render`]: their
 //!   replies as text, for the terminal and for the MCP tools' `format: "text"`.
 //! * [`serve`]: the MCP server; [`import`]: `nmem import`; [`install`]: `nmem install|uninstall`.
+//! * [`docs`]: `nmem ingest` (reading files, a repository walk, a conversation; [`docs_web`]: a
+//!   web page fetched on request, a PDF's text).
 //! * [`ctl`]: `nmemctl` commands.
 
 pub use nmem_hook::{autostart, elide, record};
@@ -14,6 +16,8 @@ pub mod cli;
 pub mod codex_mem;
 pub mod ctl;
 pub mod daemon_client;
+pub mod docs;
+pub mod docs_web;
 pub mod import;
 pub mod install;
 pub mod knowledge;

@@ -56,7 +56,9 @@ struct Item<'a> {
     /// The type column of a terminal's table: empty for a prompt, whose id says what it is.
     column: &'a str,
     project: &'a str,
-    text: &'a str,
+    text: std::borrow::Cow<'a, str>,
+    /// A document chunk (a `doc` search result): its id is a chunk id, `get --doc`.
+    doc: bool,
 }
 
 impl<'a> Item<'a> {
@@ -69,7 +71,16 @@ impl<'a> Item<'a> {
             kind: h.obs_type.as_deref().unwrap_or(&h.kind),
             column: h.obs_type.as_deref().unwrap_or(""),
             project: &h.project,
-            text: &h.content_preview,
+            // A chunk says where it is: the locator and lines, then its text.
+            text: match &h.doc {
+                Some(d) => format!(
+                    "{}:{}-{} {}",
+                    d.locator, d.line_start, d.line_end, h.content_preview
+                )
+                .into(),
+                None => h.content_preview.as_str().into(),
+            },
+            doc: h.kind == "doc",
         }
     }
 
@@ -81,13 +92,16 @@ impl<'a> Item<'a> {
             kind: &o.obs_type,
             column: &o.obs_type,
             project: &o.project,
-            text: &o.content,
+            text: o.content.as_str().into(),
+            doc: o.obs_type == "doc" && o.source_event == "ingest",
         }
     }
 
     /// `#12` for an observation, `p12` (terminal) or `prompt 12` (model) for a prompt.
     fn label(&self, to: For) -> String {
         match (self.prompt, to) {
+            (false, For::Terminal) if self.doc => format!("d{}", self.id),
+            (false, For::Model) if self.doc => format!("doc {}", self.id),
             (false, _) => format!("#{}", self.id),
             (true, For::Terminal) => format!("p{}", self.id),
             (true, For::Model) => format!("prompt {}", self.id),
@@ -103,7 +117,7 @@ impl<'a> Item<'a> {
                 when(self.timestamp),
                 self.column,
                 self.project,
-                one_line(self.text, TERMINAL_TEXT)
+                one_line(&self.text, TERMINAL_TEXT)
             ),
             For::Model => self.model_line(""),
         }
@@ -118,7 +132,7 @@ impl<'a> Item<'a> {
                 self.label(to),
                 when(self.timestamp),
                 self.column,
-                one_line(self.text, TERMINAL_TEXT)
+                one_line(&self.text, TERMINAL_TEXT)
             ),
             For::Model => self.model_line(mark),
         }
@@ -131,7 +145,7 @@ impl<'a> Item<'a> {
             when(self.timestamp),
             self.kind,
             self.project,
-            one_line(self.text, usize::MAX)
+            one_line(&self.text, usize::MAX)
         )
     }
 }

@@ -7,7 +7,7 @@
 //! "Adding a harness", lists the rest).
 
 mod bounds;
-mod clean;
+pub(crate) mod clean;
 mod harness;
 mod lifecycle;
 pub mod project;

@@ -71,6 +71,11 @@ pub async fn search(app: &App, req: SearchRequest) -> Result<SearchReply, QueryE
     check_list("obs_type", &types, MAX_TYPES, MAX_NAME)?;
     check_list("files", &files, MAX_FILES, MAX_PATH)?;
     let lex = fts_query::plan(&text);
+    // Documents come after the agent's own rows: asked with `obs_type: "doc"` (then alone),
+    // left out with `include_docs: false` or a type filter without `doc`.
+    let docs_wanted =
+        req.include_docs.unwrap_or(true) && (types.is_empty() || types.iter().any(|t| t == "doc"));
+    let docs_only = !types.is_empty() && types.iter().all(|t| t == "doc");
     let mut notes = Vec::new();
     let availability = app.semantic.availability();
     let mut mode = match (req.mode, &availability) {
@@ -172,10 +177,31 @@ pub async fn search(app: &App, req: SearchRequest) -> Result<SearchReply, QueryE
             mode = SearchMode::Lexical;
         }
     }
-    let items = app
-        .readers
-        .run(move |c| Ok(plan.finish(c, lists, found, query_vec)))
-        .await??;
+    let docs_plan = plan.clone();
+    let mut items = if docs_only {
+        Vec::new()
+    } else {
+        app.readers
+            .run(move |c| Ok(plan.finish(c, lists, found, query_vec)))
+            .await??
+    };
+    if docs_wanted {
+        // They fill what the observations left of the first page (or, asked alone, pages).
+        let room = docs_plan.limit - items.len() as i64;
+        let offset = if docs_only { docs_plan.offset } else { 0 };
+        if room > 0 && (docs_only || docs_plan.offset == 0) {
+            let p = docs_plan;
+            let docs = app
+                .readers
+                .run(move |c| {
+                    let mut queries = vec![(fts_query::ALL_WORDS, p.lex.strict.clone())];
+                    queries.extend(p.lex.fallbacks.iter().map(|t| (t.name, t.fts.clone())));
+                    crate::docs::search(c, &queries, p.project.as_deref(), room, offset)
+                })
+                .await?;
+            items.extend(docs);
+        }
+    }
     Ok(SearchReply {
         items,
         mode: mode.as_str().into(),
@@ -900,6 +926,7 @@ fn obs_hit(r: &rusqlite::Row) -> rusqlite::Result<SearchHit> {
         project: r.get(6)?,
         score: r.get(7)?,
         retrieval_sources: Vec::new(),
+        doc: None,
     })
 }
 
@@ -923,6 +950,7 @@ fn prompt_hit(r: &rusqlite::Row) -> rusqlite::Result<SearchHit> {
         project: r.get(5)?,
         score: r.get(6)?,
         retrieval_sources: Vec::new(),
+        doc: None,
     })
 }
 
@@ -984,6 +1012,7 @@ mod tests {
             project: "p".into(),
             score: 0.0,
             retrieval_sources: Vec::new(),
+            doc: None,
         }
     }
 

@@ -5,16 +5,17 @@ use crate::app::App;
 use nmem_proto::query::{GetRequest, Observation, SearchRequest, Timeline, TimelineRequest};
 
 pub async fn get(app: &App, req: GetRequest) -> Result<Vec<Observation>, QueryError> {
-    if req.ids.is_empty() {
+    if req.ids.is_empty() && req.doc_ids.is_empty() {
         return Err(QueryError::BadRequest("ids array must not be empty".into()));
     }
-    if req.ids.len() > 50 {
+    if req.ids.len() > 50 || req.doc_ids.len() > 50 {
         return Err(QueryError::BadRequest(format!(
-            "at most 50 ids per request, got {}",
-            req.ids.len()
+            "at most 50 ids (and 50 doc_ids) per request, got {} and {}",
+            req.ids.len(),
+            req.doc_ids.len()
         )));
     }
-    let ids = req.ids;
+    let (ids, doc_ids) = (req.ids, req.doc_ids);
     let found = app
         .readers
         .run(move |c| {
@@ -27,10 +28,12 @@ pub async fn get(app: &App, req: GetRequest) -> Result<Vec<Observation>, QueryEr
                 .query_map(rusqlite::params_from_iter(ids.iter()), observation)?
                 .collect::<Result<_, _>>()?;
             // In the order asked; missing ids (swept by retention) are left out.
-            Ok(ids
+            let mut found: Vec<Observation> = ids
                 .iter()
                 .filter_map(|id| rows.iter().find(|o| o.id == *id).cloned())
-                .collect())
+                .collect();
+            found.extend(crate::docs::get(c, &doc_ids)?);
+            Ok(found)
         })
         .await?;
     Ok(found)

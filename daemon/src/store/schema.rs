@@ -17,7 +17,8 @@ const MIGRATION_SQL: &[&str] = &[
 const LATER_SQL: &[&str] = &[
     include_str!("../../../migrations/007_path_terms.sql"),
     include_str!("../../../migrations/008_digest_generation.sql"),
-    include_str!("../../../migrations/009_knowledge.sql"),
+    include_str!("../../../migrations/009_documents.sql"),
+    include_str!("../../../migrations/010_knowledge.sql"),
 ];
 
 /// The migrations before 006, for tests that build a database as older versions wrote it.

@@ -170,11 +170,50 @@ enum Command {
         /// Show how each result was found (lexical tier, semantic similarity, prompt context).
         #[arg(long)]
         explain: bool,
+        /// Leave out ingested documents (by default their chunks follow the observations;
+        /// `--type doc` searches only them).
+        #[arg(long)]
+        no_docs: bool,
     },
-    /// Full observations by id.
+    /// Full observations by id (and document chunks by `--doc ID`, the ids of `doc` results).
     Get {
-        #[arg(required = true)]
+        #[arg(required_unless_present = "doc")]
         ids: Vec<i64>,
+        /// A document chunk's id (repeatable): its text, source and lines.
+        #[arg(long = "doc", value_name = "ID")]
+        doc: Vec<i64>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Ingest documents: files, Markdown, a repository folder (honouring .gitignore), a
+    /// conversation, a web page, a PDF. Chunked (Markdown by heading), redacted, searchable with
+    /// `nmem search` after the observations (kind `doc`). Ingesting an unchanged source again
+    /// changes nothing; a changed one replaces only its changed chunks.
+    #[command(
+        after_help = "Folders skip .git, node_modules, target, dist and build, and \
+        exclude local agent state (.claude, .codex, .cursor, .worktrees) with a warning unless \
+        --force. Symlinks are never followed; FIFOs, devices, binary files and files over 1 MiB \
+        are skipped with a reason (given by name, they are an error and nothing is ingested). \
+        Exit 0 on success, 1 on bad input, 2 when nmemd cannot be reached."
+    )]
+    Ingest {
+        /// Files and folders (a folder is walked as a repository; a .pdf file is read as PDF).
+        paths: Vec<std::path::PathBuf>,
+        /// The project they belong to (default: the project of the first path).
+        #[arg(long)]
+        project: Option<String>,
+        /// Also walk local agent state folders (.claude, .codex, .cursor, .worktrees).
+        #[arg(long)]
+        force: bool,
+        /// Fetch this web page and ingest its text (repeatable; the only network call nmem makes,
+        /// at most 5 MiB and 20 s).
+        #[arg(long, value_name = "URL")]
+        url: Vec<String>,
+        /// A conversation to ingest: a JSON file of messages ([{"role", "content"}], or an
+        /// object with `messages`), or `-` for stdin.
+        #[arg(long, value_name = "FILE|-")]
+        conversation: Option<String>,
+        /// Print the outcome as JSON (per source: status, reason, chunk counts; totals; warnings).
         #[arg(long)]
         json: bool,
     },
@@ -593,6 +632,7 @@ fn main() -> ExitCode {
             offset,
             json,
             explain,
+            no_docs,
         } => cli::search(cli::SearchArgs {
             query,
             project: cli::project_arg(project.project, project.all_projects),
@@ -606,8 +646,24 @@ fn main() -> ExitCode {
             offset,
             json,
             explain,
+            no_docs,
         }),
-        Command::Get { ids, json } => cli::get(ids, json),
+        Command::Get { ids, doc, json } => cli::get(ids, doc, json),
+        Command::Ingest {
+            paths,
+            project,
+            force,
+            url,
+            conversation,
+            json,
+        } => nmem_shim::docs::run(nmem_shim::docs::Options {
+            paths,
+            project,
+            force,
+            urls: url,
+            conversation,
+            json,
+        }),
         Command::Timeline {
             anchor,
             query,

@@ -284,6 +284,8 @@ pub fn export(output: Option<&std::path::Path>) -> ExitCode {
             ("session", "SELECT * FROM sessions ORDER BY started_at"),
             ("prompt", "SELECT * FROM prompts ORDER BY id"),
             ("observation", "SELECT * FROM observations ORDER BY id"),
+            ("doc_source", "SELECT * FROM doc_sources ORDER BY id"),
+            ("doc_chunk", "SELECT * FROM doc_chunks ORDER BY id"),
             ("knowledge", "SELECT * FROM knowledge ORDER BY id"),
             (
                 "knowledge_evidence",
@@ -294,7 +296,8 @@ pub fn export(output: Option<&std::path::Path>) -> ExitCode {
                 "SELECT * FROM knowledge_audit ORDER BY id",
             ),
         ] {
-            // A database not yet upgraded by nmemd (schema before 9) has no knowledge tables.
+            // A database not yet upgraded by nmemd (schema before 9 or 10) lacks the
+            // documents' or the knowledge tables.
             let table = sql.split_whitespace().nth(3).unwrap_or_default();
             let exists: bool = c
                 .query_row(
