@@ -394,10 +394,14 @@ pub async fn purge(app: &App, req: PurgeRequest) -> Result<Outcome, WriteError> 
                 }
             }
             let deleted = if req.apply {
-                if let Some(p) = &docs_of {
-                    let tx = c.transaction()?;
-                    crate::docs::purge_project(&tx, p)?;
-                    tx.commit()?;
+                // Scrubbed like the observations: nothing of a purged document stays
+                // readable in the file or in the full-text index's old segments.
+                if let Some(p) = docs_of.filter(|_| cand.by_reason.contains_key("doc_chunks")) {
+                    crate::maintain::scrubbed(c, crate::maintain::Scrub::Thorough, |c| {
+                        let tx = c.transaction()?;
+                        crate::docs::purge_project(&tx, &p)?;
+                        tx.commit()
+                    })?;
                 }
                 delete(c, &cand, "purge", audit_detail(&req))?
             } else {
