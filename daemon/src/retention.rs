@@ -414,11 +414,17 @@ pub async fn purge(app: &App, req: PurgeRequest) -> Result<Outcome, WriteError> 
                 }
             }
             let deleted = if req.apply {
-                if let Some(p) = &whole {
-                    let tx = c.transaction()?;
-                    crate::docs::purge_project(&tx, p)?;
-                    tx.execute("DELETE FROM knowledge WHERE project = ?1", [p])?;
-                    tx.commit()?;
+                // Scrubbed like the observations: nothing of a purged document or knowledge
+                // item stays readable in the file or in the full-text index's old segments.
+                if let Some(p) = whole
+                    .filter(|_| cand.by_reason.contains_key("doc_chunks") || !knowledge.is_empty())
+                {
+                    crate::maintain::scrubbed(c, crate::maintain::Scrub::Thorough, |c| {
+                        let tx = c.transaction()?;
+                        crate::docs::purge_project(&tx, &p)?;
+                        tx.execute("DELETE FROM knowledge WHERE project = ?1", [&p])?;
+                        tx.commit()
+                    })?;
                 }
                 delete(c, &cand, "purge", audit_detail(&req))?
             } else {

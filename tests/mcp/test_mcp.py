@@ -106,6 +106,11 @@ async def with_daemon(home):
             r = await s.call_tool("__IMPORTANT", {"ignored": 1})
             check("__IMPORTANT explains the workflow and ignores its arguments", not is_error(r) and "search" in text(r) and "timeline" in text(r) and "get_observations" in text(r), text(r))
             check("search schema names query", "query" in json.dumps(attr(tools["search"], "input_schema", "inputSchema")), attr(tools["search"], "input_schema", "inputSchema"))
+            # Documents (`nmem ingest`) came as optional parameters only: the contract stays compatible.
+            search_schema = attr(tools["search"], "input_schema", "inputSchema")
+            check("search has optional include_docs", "include_docs" in search_schema["properties"] and "include_docs" not in search_schema.get("required", []), search_schema)
+            get_schema = attr(tools["get_observations"], "input_schema", "inputSchema")
+            check("get_observations has optional doc_ids", "doc_ids" in get_schema["properties"] and "doc_ids" not in get_schema.get("required", []), get_schema)
 
             # search: normal, path, prompt, aliases, filters, no results, malformed FTS.
             r = await s.call_tool("search", {"query": "src/routes/invoices.ts"})
