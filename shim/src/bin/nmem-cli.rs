@@ -88,14 +88,14 @@ impl TargetArgs {
         let targets = match self
             .harness
             .as_deref()
-            .map(|h| Harness::choose(h, |s| s.installs))
+            .map(|h| Harness::choose(h, |s| s.installs()))
         {
             None => None,
             Some(Some(t)) => Some(t),
             Some(None) => {
                 eprintln!(
                     "nmem: unknown harness; use {} or all",
-                    Harness::names(|s| s.installs)
+                    Harness::names(|s| s.installs())
                 );
                 return Err(ExitCode::from(2));
             }
