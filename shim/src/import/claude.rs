@@ -444,15 +444,8 @@ impl Replay<'_> {
         ids
     }
 
-    /// A line of tool calls is stored with its results; one whose calls all went unanswered is
-    /// not.
     fn finish(self) -> Vec<Synth> {
-        let answered = self.call_lines.values().filter(|a| **a).count() as u64;
-        self.counts.used(answered);
-        self.counts.skip(
-            Reason::CallWithoutResult,
-            self.call_lines.len() as u64 - answered,
-        );
+        self.counts.call_lines(&self.call_lines);
         self.out
     }
 }
@@ -515,7 +508,7 @@ mod tests {
     #[test]
     fn every_line_kind() {
         use Reason::*;
-        let cases: Vec<(&str, Vec<Value>, &[&str], u64, &[(Reason, u64)])> = vec![
+        let cases: Vec<super::super::tests::Case> = vec![
             (
                 "a typed prompt",
                 vec![line("user", said(json!("fix the bug")))],

@@ -768,13 +768,7 @@ impl Replay<'_> {
             // before, without its turn id).
             self.flush_turn(false);
         }
-        // A call line is stored with its result; one whose result never came is not.
-        let answered = self.call_lines.values().filter(|a| **a).count() as u64;
-        self.counts.used(answered);
-        self.counts.skip(
-            Reason::CallWithoutResult,
-            self.call_lines.len() as u64 - answered,
-        );
+        self.counts.call_lines(&self.call_lines);
         self.out
     }
 }
@@ -821,7 +815,7 @@ mod tests {
         use super::super::tests::{jsonl, opts, outcome};
         use Reason::*;
         let prompt = |t: &str| ev(json!({"type": "user_message", "message": t, "turn_id": "t1"}));
-        let cases: Vec<(&str, Vec<Value>, &[&str], u64, &[(Reason, u64)])> = vec![
+        let cases: Vec<super::super::tests::Case> = vec![
             ("a header", vec![meta()], &[], 1, &[]),
             (
                 "a prompt",

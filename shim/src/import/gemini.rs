@@ -505,7 +505,7 @@ mod tests {
     #[test]
     fn every_line_kind() {
         use Reason::*;
-        let cases: Vec<(&str, Vec<Value>, &[&str], u64, &[(Reason, u64)])> = vec![
+        let cases: Vec<super::super::tests::Case> = vec![
             ("a header", vec![header()], &[], 1, &[]),
             (
                 "a prompt",

@@ -265,6 +265,14 @@ impl Counts {
         self.not_stored[i].fetch_add(n, Relaxed);
     }
 
+    /// The lines that made tool calls, at the end of a file: one is used when any of its calls
+    /// got a result (it is stored with it), else counted as a call without result.
+    pub(crate) fn call_lines(&self, answered: &std::collections::HashMap<usize, bool>) {
+        let used = answered.values().filter(|a| **a).count() as u64;
+        self.used(used);
+        self.skip(Reason::CallWithoutResult, answered.len() as u64 - used);
+    }
+
     pub(crate) fn skipped(&self, why: Reason) -> u64 {
         let i = Reason::ALL.iter().position(|r| *r == why).unwrap_or(0);
         self.not_stored[i].load(Relaxed)
@@ -855,6 +863,16 @@ pub(super) mod tests {
         let events = events.iter().map(|e| e.event.clone()).collect();
         (events, c.used.load(Relaxed), reasons)
     }
+
+    /// A row of a table of line kinds: what it is, its lines, the events they become, the lines
+    /// used, and the lines not stored by reason.
+    pub(in crate::import) type Case = (
+        &'static str,
+        Vec<serde_json::Value>,
+        &'static [&'static str],
+        u64,
+        &'static [(Reason, u64)],
+    );
 
     /// JSON lines, one a line.
     pub(in crate::import) fn jsonl(lines: &[serde_json::Value]) -> String {
