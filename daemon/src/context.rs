@@ -995,14 +995,10 @@ mod tests {
     }
 
     /// Two sessions of acme-api and one of another project, at fixed times.
-    fn memory() -> (std::path::PathBuf, Connection) {
-        let dir = std::env::temp_dir().join(format!(
-            "nmem-digest-{}-{}",
-            std::process::id(),
-            rand_suffix()
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        let c = crate::store::schema::open_writer(&dir.join("nmem.db")).unwrap();
+    /// (The folder is removed when its guard drops.)
+    fn memory() -> (tempfile::TempDir, Connection) {
+        let dir = tempfile::tempdir().unwrap();
+        let c = crate::store::schema::open_writer(&dir.path().join("nmem.db")).unwrap();
         c.execute_batch(&format!(
             "INSERT INTO sessions (id, harness, project, project_root, started_at) VALUES
                ('s1', 'claude-code', 'acme-api', '/home/dev/projects/acme-api', {t1}),
@@ -1033,36 +1029,27 @@ mod tests {
         (dir, c)
     }
 
-    fn rand_suffix() -> u64 {
-        use std::sync::atomic::{AtomicU64, Ordering};
-        static N: AtomicU64 = AtomicU64::new(0);
-        N.fetch_add(1, Ordering::Relaxed)
-    }
-
     fn render(c: &Connection, session: &str, source: &str) -> Option<String> {
         digest(c, &project(), session, source, DigestLimits::default(), NOW).unwrap()
     }
 
     #[test]
     fn empty_memory_prints_nothing() {
-        let dir = std::env::temp_dir().join(format!("nmem-digest-empty-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let c = crate::store::schema::open_writer(&dir.join("nmem.db")).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let c = crate::store::schema::open_writer(&dir.path().join("nmem.db")).unwrap();
         assert_eq!(render(&c, "new", "startup"), None);
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
     fn golden_startup() {
-        let (dir, c) = memory();
+        let (_dir, c) = memory();
         let text = render(&c, "s3", "startup").unwrap();
         assert_eq!(text, GOLDEN_STARTUP, "\n{text}");
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
     fn golden_recovery_after_compact_and_clear() {
-        let (dir, c) = memory();
+        let (_dir, c) = memory();
         let compact = render(&c, "s2", "compact").unwrap();
         assert_eq!(compact, GOLDEN_COMPACT, "\n{compact}");
         // /clear brings a new session id: the last actions are the project's latest session's.
@@ -1074,12 +1061,11 @@ mod tests {
                 .lines()
                 .nth(3)
         );
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
     fn the_digest_is_capped() {
-        let (dir, c) = memory();
+        let (_dir, c) = memory();
         let limits = DigestLimits {
             max_lines: 8,
             max_chars: 9_000,
@@ -1092,12 +1078,11 @@ mod tests {
             text.ends_with("`get_observations` (full records).\n"),
             "the closing line always stays"
         );
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     /// The repository's state: a worktree's branch, commits (message from git's output, else
     /// from `-m`), a push, a PR created with its URL; a declined call is not an error.
-    fn repo_memory() -> (std::path::PathBuf, Connection) {
+    fn repo_memory() -> (tempfile::TempDir, Connection) {
         let (dir, c) = memory();
         c.execute_batch(&format!(
             "INSERT INTO observations (session_id, prompt_id, timestamp, obs_type, source_event, content, metadata, project, harness) VALUES
@@ -1116,7 +1101,7 @@ mod tests {
 
     #[test]
     fn golden_with_branch_commits_and_a_pr() {
-        let (dir, c) = repo_memory();
+        let (_dir, c) = repo_memory();
         let p = Project {
             branch: Some("rate-limits".into()),
             worktree: Some("/home/dev/projects/acme-api-rl".into()),
@@ -1126,7 +1111,6 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(text, GOLDEN_REPO, "\n{text}");
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
@@ -1188,13 +1172,8 @@ mod tests {
             fields in proptest::collection::vec(hostile(), 12),
             source in prop_oneof![Just("startup"), Just("compact"), Just("clear")],
         ) {
-            let dir = std::env::temp_dir().join(format!(
-                "nmem-digest-adv-{}-{}",
-                std::process::id(),
-                rand_suffix()
-            ));
-            std::fs::create_dir_all(&dir).unwrap();
-            let c = crate::store::schema::open_writer(&dir.join("nmem.db")).unwrap();
+            let dir = tempfile::tempdir().unwrap();
+            let c = crate::store::schema::open_writer(&dir.path().join("nmem.db")).unwrap();
             let f = &fields;
             let name = format!("p{}", f[0]);
             let meta = serde_json::json!({"hash": f[7], "branch": f[8], "message": f[9], "remote": f[10]}).to_string();
@@ -1229,7 +1208,6 @@ mod tests {
             };
             let text = digest(&c, &p, "s2", source, DigestLimits::default(), NOW).unwrap().unwrap();
             let out = wrap(&text);
-            std::fs::remove_dir_all(&dir).unwrap();
             prop_assert!(out.starts_with("<nmem-context>\n"), "{}", out);
             prop_assert!(out.ends_with("</nmem-context>"), "{}", out);
             let lower = out.to_lowercase();
@@ -1307,7 +1285,7 @@ More: nmem MCP tools `search` (find), `timeline` (what happened around a result)
 
     #[test]
     fn the_cached_digest_is_the_fresh_one_after_every_kind_of_write() {
-        let (dir, c) = memory();
+        let (_dir, c) = memory();
         let cache = DigestCache::default();
         let (cached, fresh) = cached_and_fresh(&cache, &c);
         assert_eq!(cached, fresh);
@@ -1324,24 +1302,22 @@ More: nmem MCP tools `search` (find), `timeline` (what happened around a result)
             assert_eq!(cached, fresh, "after write kind {kind}");
             assert!(cache.is_current("acme-api", after));
         }
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
     fn a_write_shows_in_the_next_digest() {
-        let (dir, c) = memory();
+        let (_dir, c) = memory();
         let cache = DigestCache::default();
         let (first, _) = cached_and_fresh(&cache, &c);
         assert!(!first.unwrap().contains("src/f77.ts"));
         write(&c, 0, 77);
         let (second, _) = cached_and_fresh(&cache, &c);
         assert!(second.unwrap().contains("src/f77.ts"));
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
     fn warming_precomputes_what_writes_changed() {
-        let (dir, c) = memory();
+        let (_dir, c) = memory();
         let cache = DigestCache::default();
         let none = Default::default();
         // Both projects of the memory, then nothing left to do.
@@ -1358,7 +1334,6 @@ More: nmem MCP tools `search` (find), `timeline` (what happened around a result)
         write(&c, 3, 6);
         let excluded = ["billing".to_string()].into_iter().collect();
         assert_eq!(cache.warm(&c, &excluded).unwrap(), 1, "acme-api only");
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     proptest::proptest! {
@@ -1369,7 +1344,7 @@ More: nmem MCP tools `search` (find), `timeline` (what happened around a result)
         fn cached_equals_fresh_for_any_sequence_of_writes(
             steps in proptest::collection::vec((0u8..7, proptest::bool::ANY), 1..24)
         ) {
-            let (dir, c) = memory();
+            let (_dir, c) = memory();
             let cache = DigestCache::default();
             for (n, (kind, read)) in steps.into_iter().enumerate() {
                 write(&c, kind, n as i64);
@@ -1380,7 +1355,6 @@ More: nmem MCP tools `search` (find), `timeline` (what happened around a result)
             }
             let (cached, fresh) = cached_and_fresh(&cache, &c);
             proptest::prop_assert_eq!(cached, fresh);
-            std::fs::remove_dir_all(&dir).unwrap();
         }
     }
 

@@ -174,14 +174,13 @@ pub async fn idle_loop(app: Arc<App>, mut shutdown: tokio::sync::watch::Receiver
 mod tests {
     use super::*;
 
-    fn db(tag: &str) -> (std::path::PathBuf, Connection) {
-        let dir = std::env::temp_dir().join(format!("nmem-maint-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("nmem.db");
+    /// A database in a fresh temporary folder, removed when the guard drops.
+    fn db() -> (tempfile::TempDir, std::path::PathBuf, Connection) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("nmem.db");
         let c = crate::store::schema::open_writer(&path).unwrap();
         c.execute_batch("CREATE TABLE scratch (x TEXT)").unwrap();
-        (path, c)
+        (dir, path, c)
     }
 
     fn fill(c: &Connection, text: &str, n: usize) {
@@ -200,20 +199,19 @@ mod tests {
     /// Issue 13, item 15: `execute_batch` stepped `incremental_vacuum` once (one page a run).
     #[test]
     fn every_free_page_is_reclaimed_and_counted() {
-        let (path, c) = db("vacuum");
+        let (_dir, _, c) = db();
         fill(&c, "row", 3000);
         c.execute("DELETE FROM scratch", []).unwrap();
         let free = freelist(&c);
         assert!(free > 1000, "{free} free pages after the delete");
         assert_eq!(reclaim_free_pages(&c).unwrap(), free);
         assert_eq!(freelist(&c), 0);
-        let _ = std::fs::remove_dir_all(path.parent().unwrap());
     }
 
     /// Issue 13, item 14: what a scrubbed deletion removes is in neither the file nor the WAL.
     #[test]
     fn a_scrubbed_delete_leaves_no_bytes_behind() {
-        let (path, mut c) = db("scrub");
+        let (_dir, path, mut c) = db();
         let secret = "sk-scrub-test-4f9a1c2e7b";
         fill(&c, "keep-me", 50);
         fill(&c, secret, 50);
@@ -238,6 +236,5 @@ mod tests {
             .query_row("PRAGMA secure_delete", [], |r| r.get(0))
             .unwrap();
         assert_eq!(sd, 0, "secure_delete is off again");
-        let _ = std::fs::remove_dir_all(path.parent().unwrap());
     }
 }

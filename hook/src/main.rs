@@ -23,25 +23,8 @@ pub extern "C" fn main(_argc: libc::c_int, _argv: *const *const libc::c_char) ->
 
 fn run() -> i32 {
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    if args.get(1).is_none_or(|a| a != "record") {
-        return nmem_hook::companion::exec(&args);
+    match nmem_hook::record::from_argv(&args) {
+        Some(status) => status.into(),
+        None => nmem_hook::companion::exec(&args),
     }
-    let mut rest = Vec::with_capacity(args.len() - 2);
-    for a in &args[2..] {
-        match a.to_str() {
-            Some(s) => rest.push(s.to_string()),
-            None => {
-                eprintln!(
-                    "nmem record: an argument is not UTF-8 ({}); see `nmem record --help`",
-                    a.to_string_lossy()
-                );
-                return 1;
-            }
-        }
-    }
-    if rest.iter().any(|a| a == "-h" || a == "--help") {
-        nmem_hook::record::print(nmem_hook::record::USAGE);
-        return 0;
-    }
-    nmem_hook::record::status(&rest).into()
 }

@@ -17,7 +17,6 @@ use nmem_proto::harness::{self, Event, Harness};
 use nmem_proto::paths::Paths;
 use nmem_proto::{client, spool, wire};
 use std::io::{Read, Write};
-use std::process::ExitCode;
 use std::time::Duration;
 
 /// Payloads up to this size are forwarded byte for byte.
@@ -42,9 +41,31 @@ payload is malformed (one line on stderr, nothing stored). Never 2.
 Environment: NMEM_HOME, NMEM_SOCKET (where nmemd listens), NMEM_NO_AUTOSTART=1 (spool without
 starting nmemd), NMEM_TIMEOUT_MS (deadline for the daemon's reply).";
 
-/// `nmem record` as `nmem-cli` runs it.
-pub fn main(args: &[String]) -> ExitCode {
-    ExitCode::from(status(args))
+/// A whole command line (program name first), when it is `… record …`: its exit status; `None`
+/// for any other subcommand. The one reading of a `record` command line, for the small `nmem`
+/// and `nmem-cli record` alike: an argument that is not UTF-8 is refused in one line (exit 1),
+/// `-h`/`--help` anywhere prints the usage.
+pub fn from_argv(args: &[std::ffi::OsString]) -> Option<u8> {
+    if args.get(1).is_none_or(|a| a != "record") {
+        return None;
+    }
+    let mut rest = Vec::with_capacity(args.len() - 2);
+    for a in &args[2..] {
+        match a.to_str() {
+            Some(s) => rest.push(s.to_string()),
+            None => {
+                return Some(fail(&format!(
+                    "an argument is not UTF-8 ({}); see `nmem record --help`",
+                    a.to_string_lossy()
+                )))
+            }
+        }
+    }
+    if rest.iter().any(|a| a == "-h" || a == "--help") {
+        print(USAGE);
+        return Some(0);
+    }
+    Some(status(&rest))
 }
 
 /// `nmem record`: the exit status (0 or 1; never 2).

@@ -265,15 +265,17 @@ mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
 
-    fn tmp(tag: &str) -> PathBuf {
-        let d = std::env::temp_dir().join(format!("nmem-paths-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        d
+    /// A folder not yet made inside a fresh temporary one, removed with it when the guard
+    /// drops (the test passed or not).
+    fn tmp() -> (tempfile::TempDir, PathBuf) {
+        let t = tempfile::tempdir().unwrap();
+        let d = t.path().join("d");
+        (t, d)
     }
 
     #[test]
     fn creates_owner_only_and_never_chmods_an_existing_folder() {
-        let d = tmp("create");
+        let (_t, d) = tmp();
         ensure_private_dir(&d.join("a/b")).unwrap();
         for p in [d.join("a"), d.join("a/b")] {
             let mode = std::fs::metadata(&p).unwrap().permissions().mode() & 0o777;
@@ -295,12 +297,11 @@ mod tests {
         ensure_private_dir(&open).unwrap();
         let mode = std::fs::metadata(&open).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o755);
-        std::fs::remove_dir_all(&d).unwrap();
     }
 
     #[test]
     fn own_file_check_refuses_symlinks_and_fifos() {
-        let d = tmp("own");
+        let (_t, d) = tmp();
         std::fs::create_dir_all(&d).unwrap();
         assert!(check_own_file(&d.join("absent")).is_ok());
         std::fs::write(d.join("plain"), b"x").unwrap();
@@ -311,7 +312,6 @@ mod tests {
         let fifo = std::ffi::CString::new(d.join("fifo").to_str().unwrap()).unwrap();
         assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
         assert!(check_own_file(&d.join("fifo")).is_err());
-        std::fs::remove_dir_all(&d).unwrap();
     }
 
     #[test]

@@ -261,8 +261,9 @@ mod tests {
     #[test]
     fn round_trip_and_order() {
         // The spool's parent is checked too: not /tmp itself.
-        let root = std::env::temp_dir().join(format!("nmem-spool-test-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&root);
+        // Removed with everything in it when the test ends, passed or not.
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().to_path_buf();
         let dir = root.join("spool");
         let h = |t: i64, id: &str| Header {
             v: 1,
@@ -282,13 +283,13 @@ mod tests {
         assert_eq!(enforce_bounds(&dir, 1 << 20, 1500, 3000, &log).unwrap(), 1);
         assert_eq!(dropped_count(&log), 1);
         assert_eq!(list(&dir).unwrap().len(), 1);
-        fs::remove_dir_all(&root).unwrap();
     }
 
     #[test]
     fn refuses_what_is_not_a_small_regular_file() {
-        let root = std::env::temp_dir().join(format!("nmem-spool-unsafe-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&root);
+        // Removed with everything in it when the test ends, passed or not.
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().to_path_buf();
         let dir = root.join("spool");
         let header = Header {
             v: 1,
@@ -312,7 +313,6 @@ mod tests {
         );
         fs::create_dir(dir.join("0000000000003-dir.event")).unwrap();
         assert!(unsafe_(&dir.join("0000000000003-dir.event"), 1 << 20));
-        fs::remove_dir_all(&root).unwrap();
     }
 
     proptest::proptest! {

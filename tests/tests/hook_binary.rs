@@ -44,6 +44,30 @@ fn other_subcommands_behave_as_one_binary() {
     assert!(String::from_utf8_lossy(&rh.stdout).starts_with("nmem record: the hook handler"));
 }
 
+/// `nmem record` and `nmem-cli record` read their command line the same way (one function):
+/// the same usage text, and an argument that is not UTF-8 refused in one line with exit 1, never
+/// a panic.
+#[test]
+fn both_binaries_read_a_record_command_line_alike() {
+    use std::os::unix::ffi::OsStrExt;
+    let home = Home::new("argv");
+    let bad = std::ffi::OsStr::from_bytes(b"--harness=\xff");
+    let mut seen = Vec::new();
+    for bin in ["nmem", "nmem-cli"] {
+        let help = run(home.cmd(bin).args(["record", "--help"]));
+        assert!(help.status.success(), "{bin}: {help:?}");
+        let out = run(home.cmd(bin).arg("record").arg(bad));
+        assert_eq!(out.status.code(), Some(1), "{bin}: {out:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.starts_with("nmem record: an argument is not UTF-8") && err.lines().count() == 1,
+            "{bin}: {err}"
+        );
+        seen.push((help.stdout, err.into_owned()));
+    }
+    assert_eq!(seen[0], seen[1]);
+}
+
 #[test]
 fn serve_keeps_stdin_and_stdout_through_the_exec() {
     let home = Home::new("splitserve");

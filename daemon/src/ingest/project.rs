@@ -221,7 +221,9 @@ mod tests {
 
     #[test]
     fn git_root_wins_over_cwd() {
-        let base = std::env::temp_dir().join(format!("nmem-proj-{}", std::process::id()));
+        // Removed with everything in it when the test ends, passed or not.
+        let tmp = tempfile::tempdir().unwrap();
+        let base = tmp.path().to_path_buf();
         let sub = base.join("app/src/deep");
         std::fs::create_dir_all(&sub).unwrap();
         std::fs::create_dir_all(base.join("app/.git")).unwrap();
@@ -232,7 +234,6 @@ mod tests {
         assert_eq!(p.worktree, None);
         let c = ProjectResolver::new(Strategy::Cwd).resolve(sub.to_str().unwrap());
         assert_eq!(c.name, "deep");
-        std::fs::remove_dir_all(&base).unwrap();
     }
 
     #[test]
@@ -263,8 +264,9 @@ mod tests {
     /// project, with the worktree's own folder and branch kept.
     #[test]
     fn a_worktree_belongs_to_its_main_repository() {
-        let base = std::env::temp_dir().join(format!("nmem-wt-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&base);
+        // Removed with everything in it when the test ends, passed or not.
+        let tmp = tempfile::tempdir().unwrap();
+        let base = tmp.path().to_path_buf();
         let main = base.join("shop");
         std::fs::create_dir_all(main.join("src")).unwrap();
         git(&main, &["init", "-q", "-b", "main"]);
@@ -287,14 +289,14 @@ mod tests {
         assert_eq!(w.read_branch().as_deref(), Some("fix-refunds"));
         git(&wt, &["checkout", "-q", "--detach"]);
         assert!(w.read_branch().unwrap().starts_with("detached at "));
-        std::fs::remove_dir_all(&base).unwrap();
     }
 
     /// A `.git` that is a FIFO, a huge file or garbage names no worktree and never blocks.
     #[test]
     fn hostile_dot_git_files_are_not_followed() {
-        let base = std::env::temp_dir().join(format!("nmem-wt-bad-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&base);
+        // Removed with everything in it when the test ends, passed or not.
+        let tmp = tempfile::tempdir().unwrap();
+        let base = tmp.path().to_path_buf();
         for (name, make) in [("fifo", 0u8), ("huge", 1), ("garbage", 2), ("dangling", 3)] {
             let top = base.join(name);
             std::fs::create_dir_all(&top).unwrap();
@@ -313,6 +315,5 @@ mod tests {
             assert_eq!(p.worktree, None);
             assert_eq!(p.read_branch(), None);
         }
-        std::fs::remove_dir_all(&base).unwrap();
     }
 }

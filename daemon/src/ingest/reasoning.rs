@@ -214,8 +214,9 @@ mod tests {
 
     #[test]
     fn tails_by_offset_and_waits_for_whole_lines() {
-        let dir = std::env::temp_dir().join(format!("nmem-tail-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        // Removed with everything in it when the test ends, passed or not.
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().to_path_buf();
         let path = dir.join("s.jsonl");
         let line = |id: &str, text: &str| {
             format!(
@@ -270,14 +271,13 @@ mod tests {
             )),
             Tail::default()
         );
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
     fn never_opens_anything_but_a_regular_file() {
-        let dir = std::env::temp_dir().join(format!("nmem-tail-hostile-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        // Removed with everything in it when the test ends, passed or not.
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().to_path_buf();
         let fifo = dir.join("fifo.jsonl");
         let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
         assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
@@ -295,7 +295,6 @@ mod tests {
                 p.display()
             );
         }
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     proptest::proptest! {

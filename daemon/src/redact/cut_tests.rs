@@ -197,8 +197,9 @@ fn a_secret_straddling_any_cut_point_is_redacted_whole() {
         ),
     ];
     // Reasoning read from the transcript, cut at 8,000 characters.
-    let dir = std::env::temp_dir().join(format!("nmem-cut-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    // Removed with everything in it when the test ends, passed or not.
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().to_path_buf();
     let transcript = dir.join("t.jsonl");
     let line = json!({"type": "assistant", "sessionId": SESSION, "uuid": "u1", "timestamp": "2026-08-20T09:14:05.230Z",
         "message": {"id": "msg_1", "content": [{"type": "thinking", "thinking": format!("{} {}", filler(7900), conn_at(8000, 7901))}]}});
@@ -225,7 +226,6 @@ fn a_secret_straddling_any_cut_point_is_redacted_whole() {
             failures.push(format!("{what}: no marker where the secret was: {out}"));
         }
     }
-    std::fs::remove_dir_all(&dir).ok();
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 

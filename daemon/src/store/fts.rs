@@ -85,9 +85,9 @@ mod tests {
 
     #[test]
     fn rows_become_searchable_and_deletes_stay_consistent() {
-        let dir = std::env::temp_dir().join(format!("nmem-fts-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        // Removed with everything in it when the test ends, passed or not.
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().to_path_buf();
         let mut c = crate::store::schema::open_writer(&dir.join("nmem.db")).unwrap();
         c.execute("INSERT INTO sessions (id, harness, project, started_at) VALUES ('s', 'claude-code', 'p', 0)", []).unwrap();
         let add = |c: &Connection, text: &str| {
@@ -136,6 +136,5 @@ mod tests {
             [],
         )
         .unwrap();
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

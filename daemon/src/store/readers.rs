@@ -201,11 +201,10 @@ mod tests {
     const ENDLESS: &str =
         "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n) SELECT COUNT(*) FROM n";
 
-    fn readers(tag: &str, budget: Duration) -> (Readers, PathBuf) {
-        let dir = std::env::temp_dir().join(format!("nmem-readers-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let db = dir.join("nmem.db");
+    /// Readers of a database in a fresh temporary folder, removed when the guard drops.
+    fn readers(budget: Duration) -> (Readers, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("nmem.db");
         drop(crate::store::schema::open_writer(&db).unwrap());
         (Readers::with_budget(db, budget), dir)
     }
@@ -216,7 +215,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_query_past_its_budget_is_stopped() {
-        let (r, dir) = readers("budget", Duration::from_millis(100));
+        let (r, _dir) = readers(Duration::from_millis(100));
         // The deadline detects a hang; it is far above the budget.
         let res = tokio::time::timeout(Duration::from_secs(30), r.run(endless))
             .await
@@ -225,12 +224,11 @@ mod tests {
         // The connection is usable afterwards (back in the pool, handler removed).
         let one = r.run(|c| c.query_row("SELECT 1", [], |r| r.get::<_, i64>(0)));
         assert_eq!(one.await.unwrap(), 1);
-        let _ = std::fs::remove_dir_all(dir);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_query_whose_client_left_is_stopped() {
-        let (r, dir) = readers("cancel", Duration::from_secs(3600));
+        let (r, _dir) = readers(Duration::from_secs(3600));
         let started = Arc::new(AtomicBool::new(false));
         let ended = Arc::new(AtomicBool::new(false));
         let (s, e) = (started.clone(), ended.clone());
@@ -249,12 +247,11 @@ mod tests {
         wait(&started).await;
         task.abort(); // the client went away: its future is dropped
         wait(&ended).await;
-        let _ = std::fs::remove_dir_all(dir);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn stopping_interrupts_running_queries_and_refuses_new_ones() {
-        let (r, dir) = readers("stop", Duration::from_secs(3600));
+        let (r, _dir) = readers(Duration::from_secs(3600));
         let started = Arc::new(AtomicBool::new(false));
         let s = started.clone();
         let task = tokio::spawn({
@@ -276,7 +273,6 @@ mod tests {
         assert!(matches!(res, Err(ReadError::Stopping)), "{res:?}");
         let later = r.run(|c| c.query_row("SELECT 1", [], |r| r.get::<_, i64>(0)));
         assert!(matches!(later.await, Err(ReadError::Stopping)));
-        let _ = std::fs::remove_dir_all(dir);
     }
 
     /// Poll a flag with a deadline far above what it should take.

@@ -151,11 +151,11 @@ pub fn open_reader(path: &Path) -> rusqlite::Result<Connection> {
 mod tests {
     use super::*;
 
-    fn temp_db(name: &str) -> std::path::PathBuf {
-        let dir = std::env::temp_dir().join(format!("nmem-schema-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        dir.join("nmem.db")
+    /// A database path in a fresh temporary folder, removed when the guard drops.
+    fn temp_db() -> (tempfile::TempDir, std::path::PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("nmem.db");
+        (dir, db)
     }
 
     #[test]
@@ -165,7 +165,7 @@ mod tests {
 
     #[test]
     fn new_file_gets_incremental_vacuum_and_wal() {
-        let db = temp_db("new");
+        let (_dir, db) = temp_db();
         let conn = open_writer(&db).unwrap();
         let av: i64 = conn
             .pragma_query_value(None, "auto_vacuum", |r| r.get(0))
@@ -188,7 +188,7 @@ mod tests {
     /// the writer each time): the log keeps growing up to [`WAL_AUTOCHECKPOINT`] pages.
     #[test]
     fn the_writer_checkpoints_only_past_its_wal_bound() {
-        let db = temp_db("walbound");
+        let (_dir, db) = temp_db();
         let conn = open_writer(&db).unwrap();
         conn.execute_batch("CREATE TABLE burst(x TEXT)").unwrap();
         // One commit per row, each at least one page in the log: past SQLite's default bound.
@@ -211,7 +211,7 @@ mod tests {
     /// the observations index is rebuilt with the paths of files outside the project.
     #[test]
     fn a_file_from_before_007_is_reindexed_with_paths() {
-        let db = temp_db("pre007");
+        let (_dir, db) = temp_db();
         {
             let mut c = Connection::open(&db).unwrap();
             super::super::terms::register(&c).unwrap();
@@ -296,7 +296,7 @@ mod tests {
 
     #[test]
     fn newer_file_is_refused_untouched() {
-        let db = temp_db("newer");
+        let (_dir, db) = temp_db();
         {
             let c = Connection::open(&db).unwrap();
             c.execute_batch("CREATE TABLE t(x); PRAGMA user_version = 99;")

@@ -181,9 +181,9 @@ FAIL src/a.test.ts', NULL, 'acme-api', 'claude-code', 'e11');
 
     #[test]
     fn an_old_database_is_upgraded_once() {
-        let dir = std::env::temp_dir().join(format!("nmem-upgrade-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        // Removed with everything in it when the test ends, passed or not.
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().to_path_buf();
         let db = dir.join("nmem.db");
         old_database(&db);
         let mut c = schema::open_writer(&db).unwrap();
@@ -245,7 +245,6 @@ FAIL src/a.test.ts', NULL, 'acme-api', 'claude-code', 'e11');
         assert_eq!(n, 6);
         assert_eq!(counters(&c, "s1"), (2, 2), "counted once, not again");
         drop(c);
-        let _ = std::fs::remove_dir_all(&dir);
     }
 
     /// For tests: the per-session counters.

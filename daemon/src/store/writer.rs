@@ -718,9 +718,9 @@ mod tests {
     /// others are committed and acknowledged, and only the failing one gets an error.
     #[test]
     fn a_failing_event_does_not_spoil_its_batch() {
-        let dir = std::env::temp_dir().join(format!("nmem-writer-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        // Removed with everything in it when the test ends, passed or not.
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().to_path_buf();
         let path = dir.join("nmem.db");
         let conn = super::super::schema::open_writer(&path).unwrap();
         conn.execute_batch(
@@ -776,6 +776,5 @@ mod tests {
             .collect::<Result<_, _>>()
             .unwrap();
         assert_eq!(stored, ["e1", "e3"]);
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

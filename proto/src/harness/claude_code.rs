@@ -1,7 +1,7 @@
 //! Claude Code: the hook schema the others copy (`session_id`, `cwd`, `hook_event_name`;
 //! `hookSpecificOutput` for the SessionStart digest).
 
-use super::{claude_fields, hook_specific_output, no_verdict, Event, Harness, Spec};
+use super::{claude_fields, hook_specific_output, no_verdict, Event, Harness, Hook, Spec};
 
 pub(super) const SPEC: Spec = Spec {
     harness: Harness::ClaudeCode,
@@ -13,7 +13,30 @@ pub(super) const SPEC: Spec = Spec {
     payload_in_argument: false,
     verdict: no_verdict,
     session_start_output: hook_specific_output,
-    installs: true,
+    hooks: &[
+        Hook {
+            timeout_s: 10,
+            ..Hook::on("SessionStart")
+        },
+        Hook::on("UserPromptSubmit"),
+        Hook {
+            tools: true,
+            ..Hook::on("PostToolUse")
+        },
+        Hook {
+            tools: true,
+            ..Hook::on("PostToolUseFailure")
+        },
+        Hook::on("PreCompact"),
+        Hook::on("PostCompact"),
+        Hook::on("Stop"),
+        Hook::on("SubagentStop"),
+        Hook::on("StopFailure"),
+        Hook {
+            timeout_s: 2,
+            ..Hook::on("SessionEnd")
+        },
+    ],
     imports: true,
 };
 

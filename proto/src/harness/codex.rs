@@ -4,7 +4,7 @@
 //! read its exit code.
 
 use super::{claude_fields, hook_specific_output, no_verdict, session, string, Event, Fields};
-use super::{Harness, Rejection, Spec};
+use super::{Harness, Hook, Rejection, Spec};
 use serde_json::{Map, Value};
 
 pub(super) const SPEC: Spec = Spec {
@@ -17,7 +17,15 @@ pub(super) const SPEC: Spec = Spec {
     payload_in_argument: false,
     verdict: no_verdict,
     session_start_output: hook_specific_output,
-    installs: true,
+    hooks: &[
+        Hook::on("SessionStart"),
+        Hook::on("UserPromptSubmit"),
+        Hook::on("PostToolUse"),
+        Hook::on("Stop"),
+        Hook::on("PreCompact"),
+        Hook::on("PostCompact"),
+        Hook::on("StopFailure"),
+    ],
     imports: true,
 };
 
@@ -34,7 +42,7 @@ pub(super) const NOTIFY_SPEC: Spec = Spec {
     payload_in_argument: true,
     verdict: no_verdict,
     session_start_output: hook_specific_output,
-    installs: false,
+    hooks: &[],
     imports: false,
 };
 

@@ -3,7 +3,7 @@
 //! digest as `additional_context`. It keeps its chats in a database, so `nmem import` has no
 //! reader for it.
 
-use super::{session, string, Event, Fields, Harness, Rejection, Spec};
+use super::{session, string, Event, Fields, Harness, Hook, Rejection, Spec};
 use serde_json::{Map, Value};
 
 pub(super) const SPEC: Spec = Spec {
@@ -16,7 +16,18 @@ pub(super) const SPEC: Spec = Spec {
     payload_in_argument: false,
     verdict,
     session_start_output: |wrapped| serde_json::json!({ "additional_context": wrapped }),
-    installs: true,
+    // Cursor's hooks take no timeout: `timeout_s` is not written.
+    hooks: &[
+        Hook::on("sessionStart"),
+        Hook::on("sessionEnd"),
+        Hook::on("beforeSubmitPrompt"),
+        Hook::on("afterShellExecution"),
+        Hook::on("afterFileEdit"),
+        Hook::on("afterMCPExecution"),
+        Hook::on("postToolUse"),
+        Hook::on("afterAgentResponse"),
+        Hook::on("stop"),
+    ],
     imports: false,
 };
 

@@ -1,6 +1,6 @@
 //! Gemini CLI: Claude Code's payload fields under its own event names.
 
-use super::{claude_fields, hook_specific_output, no_verdict, Event, Harness, Spec};
+use super::{claude_fields, hook_specific_output, no_verdict, Event, Harness, Hook, Spec};
 
 pub(super) const SPEC: Spec = Spec {
     harness: Harness::Gemini,
@@ -12,7 +12,14 @@ pub(super) const SPEC: Spec = Spec {
     payload_in_argument: false,
     verdict: no_verdict,
     session_start_output: hook_specific_output,
-    installs: true,
+    hooks: &[
+        Hook::on("SessionStart"),
+        Hook::on("BeforeAgent"),
+        Hook::on("AfterTool"),
+        Hook::on("AfterAgent"),
+        Hook::on("PreCompress"),
+        Hook::on("SessionEnd"),
+    ],
     imports: true,
 };
 

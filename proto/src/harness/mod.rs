@@ -50,11 +50,39 @@ pub struct Spec {
     pub verdict: fn(Event) -> Option<&'static str>,
     /// The SessionStart reply that carries the digest (`wrapped`) in the harness's own shape.
     pub session_start_output: fn(&str) -> Value,
-    /// `nmem install` wires it (a module under `shim/src/install/`); `false`: installed as part
-    /// of another harness, or not at all.
-    pub installs: bool,
+    /// The hooks `nmem install` registers for it (a module under `shim/src/install/` writes
+    /// them into the harness's settings); none: installed as part of another harness, or not at
+    /// all.
+    pub hooks: &'static [Hook],
     /// `nmem import` reads its session files (a module under `shim/src/import/`).
     pub imports: bool,
+}
+
+/// One hook `nmem install` registers: the event in the harness's own terms, whether it takes a
+/// tool matcher (`*`, every tool), and how long the harness may wait for `nmem record`.
+#[derive(Debug, Clone, Copy)]
+pub struct Hook {
+    pub event: &'static str,
+    pub tools: bool,
+    pub timeout_s: u32,
+}
+
+impl Hook {
+    /// An event without a tool matcher, with the usual 5 s.
+    const fn on(event: &'static str) -> Hook {
+        Hook {
+            event,
+            tools: false,
+            timeout_s: 5,
+        }
+    }
+}
+
+impl Spec {
+    /// Whether `nmem install` wires it.
+    pub fn installs(&self) -> bool {
+        !self.hooks.is_empty()
+    }
 }
 
 /// The envelope's three fields, borrowed from the payload.
@@ -384,6 +412,25 @@ mod tests {
             "`all` is a choice of the CLI, not a harness"
         );
         assert_eq!(Harness::parse("Claude-Code"), None);
+    }
+
+    /// Every hook `nmem install` registers is for an event the harness's table knows (a renamed
+    /// or mistyped event would register a hook that records nothing), once.
+    #[test]
+    fn every_installed_hook_is_a_known_event() {
+        for h in Harness::ALL {
+            let mut seen = std::collections::HashSet::new();
+            for hook in h.spec().hooks {
+                assert!(
+                    Event::from_name(h, hook.event).is_some(),
+                    "{h}: `{}` is installed but maps to no event",
+                    hook.event
+                );
+                assert!(seen.insert(hook.event), "{h}: `{}` twice", hook.event);
+                assert!(hook.timeout_s > 0, "{h}: `{}`", hook.event);
+            }
+        }
+        assert!(!Harness::CodexNotify.spec().installs());
     }
 
     #[test]

@@ -97,14 +97,14 @@ impl TargetArgs {
         let targets = match self
             .harness
             .as_deref()
-            .map(|h| Harness::choose(h, |s| s.installs))
+            .map(|h| Harness::choose(h, |s| s.installs()))
         {
             None => None,
             Some(Some(t)) => Some(t),
             Some(None) => {
                 eprintln!(
                     "nmem: unknown harness; use {} or all",
-                    Harness::names(|s| s.installs)
+                    Harness::names(|s| s.installs())
                 );
                 return Err(ExitCode::from(2));
             }
@@ -597,14 +597,11 @@ fn work(cmd: WorkCommand) -> ExitCode {
 }
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().collect();
-    // The hook hot path: no argument parser, no runtime, straight to work.
-    if args.get(1).map(String::as_str) == Some("record") {
-        if args.iter().skip(2).any(|a| a == "-h" || a == "--help") {
-            println!("{}", nmem_shim::record::USAGE);
-            return ExitCode::SUCCESS;
-        }
-        return nmem_shim::record::main(&args[2..]);
+    // The hook hot path: no argument parser, no runtime, straight to work (read as the small
+    // `nmem` reads it).
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if let Some(status) = nmem_shim::record::from_argv(&args) {
+        return ExitCode::from(status);
     }
     let cli = Cli::parse();
     match cli.command {

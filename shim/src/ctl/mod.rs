@@ -36,22 +36,30 @@ fn ctl_post<B: serde::Serialize, R: serde::de::DeserializeOwned>(
     body: &B,
     deadline: Duration,
 ) -> Result<R, CallError> {
-    // Maintenance, retention and redaction can take minutes on a large database: a spinner
-    // on a terminal says the daemon is at it (nothing on a pipe or in a log).
-    let spinner = std::io::IsTerminal::is_terminal(&std::io::stderr()).then(|| {
-        let s = indicatif::ProgressBar::new_spinner();
-        s.set_message(format!("waiting for nmemd ({path})"));
-        s.enable_steady_tick(Duration::from_millis(120));
-        s
+    // Maintenance, retention and redaction can take minutes on a large database.
+    let res = while_spinning(&format!("waiting for nmemd ({path})"), || {
+        call("POST", path, Some(body), Options::ctl(deadline))
     });
-    let res = call("POST", path, Some(body), Options::ctl(deadline));
-    if let Some(s) = spinner {
-        s.finish_and_clear();
-    }
     res.map_err(|e| match e {
         CallError::Down(m) => CallError::Down(format!("{m}; start it with `nmemctl start`")),
         other => other,
     })
+}
+
+/// Run `work` with a spinner saying `what` on a terminal, so a person knows nmemctl is at it;
+/// nothing on a pipe or in a log (stderr not a terminal).
+fn while_spinning<T>(what: &str, work: impl FnOnce() -> T) -> T {
+    let spinner = std::io::IsTerminal::is_terminal(&std::io::stderr()).then(|| {
+        let s = indicatif::ProgressBar::new_spinner();
+        s.set_message(what.to_string());
+        s.enable_steady_tick(Duration::from_millis(120));
+        s
+    });
+    let out = work();
+    if let Some(s) = spinner {
+        s.finish_and_clear();
+    }
+    out
 }
 
 fn fail(msg: impl std::fmt::Display) -> ExitCode {

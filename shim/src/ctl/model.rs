@@ -5,7 +5,9 @@ use super::*;
 /// `nmemctl model import`: into the models folder, then tell a running daemon.
 pub fn model_import(source: &std::path::Path) -> ExitCode {
     let paths = Paths::from_env();
-    match nmem_embed::model::import(source, &paths.models) {
+    // Unpacking and hashing ~90 MB of weights takes seconds on a slow disk.
+    let what = format!("importing the model from {}", source.display());
+    match while_spinning(&what, || nmem_embed::model::import(source, &paths.models)) {
         Ok(info) => {
             println!(
                 "imported {} ({} dimensions, sha256 {}) into {}",

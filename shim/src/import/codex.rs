@@ -11,14 +11,13 @@
 //! identity), PostToolUse / PostToolUseFailure with `tool_use_id` = `call_id`, Stop with the last
 //! assistant message, PreCompact. Unknown kinds are passed over; broken lines are counted.
 
-use super::{event_id, Counts, Head, Importer, Options, Reason, Synth};
+use super::{event_id, typed, Counts, Head, Importer, Lax, Options, Reason, Synth};
 use nmem_proto::harness::codex::shell_output;
 use nmem_proto::harness::Harness;
+use serde::Deserialize;
 use serde_json::{json, Value};
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
-
-const HARNESS: &str = "codex";
 
 /// A tool call waiting for its output.
 struct Call {
@@ -127,10 +126,7 @@ impl Importer for Codex {
     }
 
     fn default_root(&self) -> Option<PathBuf> {
-        let dir = std::env::var_os("CODEX_HOME")
-            .map(PathBuf::from)
-            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".codex")));
-        dir.map(|p| p.join("sessions"))
+        super::root_under(Some("CODEX_HOME"), ".codex", "sessions")
     }
 
     /// `{timestamp, type, payload}` lines, or (older rollouts) a bare first line
@@ -201,6 +197,174 @@ struct Answer {
     line: usize,
 }
 
+/// The kinds of line a current rollout holds (`{timestamp, type, payload}`), by `type`, each
+/// with its payload read as the importer needs it.
+enum Record {
+    SessionMeta(Meta),
+    TurnContext,
+    EventMsg(Event),
+    ResponseItem(Item),
+    Compacted,
+    Unknown,
+}
+
+impl Record {
+    fn of(kind: &str, payload: &Value) -> Record {
+        match kind {
+            "session_meta" => Record::SessionMeta(typed(payload).unwrap_or_default()),
+            "turn_context" => Record::TurnContext,
+            "event_msg" => Record::EventMsg(typed(payload).unwrap_or(Event::Other)),
+            "response_item" => Record::ResponseItem(Item::of(payload)),
+            "compacted" => Record::Compacted,
+            _ => Record::Unknown,
+        }
+    }
+}
+
+/// A session's header (`session_meta`; an older rollout's bare first line is read as one).
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct Meta {
+    id: Lax<String>,
+    cwd: Lax<String>,
+    /// `{"subagent": …}` in a subagent's rollout.
+    source: Value,
+    /// Set in a fork, whose copy of its parent's lines follows.
+    forked_from_id: Lax<String>,
+}
+
+/// What every payload may carry: its own `type` and the turn it belongs to.
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct Common {
+    #[serde(rename = "type")]
+    kind: Lax<String>,
+    turn_id: Lax<String>,
+}
+
+/// An `event_msg` payload (the display log), by its `type`.
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Event {
+    /// The user's words.
+    UserMessage {
+        #[serde(default)]
+        message: Lax<String>,
+    },
+    /// A shell call's result, with its exit code.
+    ExecCommandEnd {
+        #[serde(default)]
+        call_id: Lax<String>,
+        #[serde(default)]
+        aggregated_output: Lax<String>,
+        #[serde(default)]
+        formatted_output: Lax<String>,
+        #[serde(default)]
+        stdout: Lax<String>,
+        #[serde(default)]
+        stderr: Lax<String>,
+        #[serde(default)]
+        exit_code: Lax<i64>,
+    },
+    AgentMessage {
+        #[serde(default)]
+        message: Lax<String>,
+    },
+    /// The turn's end.
+    TaskComplete {
+        #[serde(default)]
+        last_agent_message: Lax<String>,
+    },
+    /// Token counts, reasoning summaries, command starts, turn starts.
+    #[serde(other)]
+    Other,
+}
+
+/// A `response_item` payload (what the model saw and said), by its `type`; an older rollout's
+/// lines are bare response items.
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Item {
+    Message {
+        #[serde(default)]
+        role: Lax<String>,
+        #[serde(default)]
+        content: Value,
+    },
+    FunctionCall(CallItem),
+    /// `apply_patch` (its input is the patch).
+    CustomToolCall(CallItem),
+    LocalShellCall(CallItem),
+    FunctionCallOutput(OutputItem),
+    CustomToolCallOutput(OutputItem),
+    WebSearchCall {
+        #[serde(default)]
+        id: Lax<String>,
+        #[serde(default)]
+        action: Value,
+    },
+    /// Encrypted reasoning, undo snapshots, compaction markers.
+    #[serde(rename = "reasoning", alias = "ghost_snapshot", alias = "compaction")]
+    Bookkeeping,
+    #[serde(other)]
+    Unknown,
+}
+
+impl Item {
+    fn of(p: &Value) -> Item {
+        typed(p).unwrap_or(Item::Unknown)
+    }
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct CallItem {
+    call_id: Lax<String>,
+    id: Lax<String>,
+    name: Lax<String>,
+    /// A JSON string (function calls).
+    arguments: Value,
+    /// The patch (custom tool calls).
+    input: Value,
+    /// The command (local shell calls).
+    action: Value,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct OutputItem {
+    call_id: Lax<String>,
+    output: Value,
+}
+
+/// What the replay of one rollout holds between its lines.
+struct Replay<'a> {
+    tp: &'a str,
+    opts: &'a Options,
+    counts: &'a Counts,
+    /// The older shape: one time for the whole file.
+    legacy: bool,
+    /// Older rollouts have no `user_message` events; then the user's `message` items are used.
+    has_user_events: bool,
+    session: String,
+    cwd: String,
+    turn: String,
+    /// When this session began (its own header), for telling a fork's copy from its own turns.
+    own_start: i64,
+    own_header_at: i64,
+    /// A subagent's rollout: its prompts are the spawning agent's words.
+    subagent: bool,
+    /// Inside a fork's copy of its parent: the latest time a copied line can have.
+    copy_bound: Option<i64>,
+    calls: HashMap<String, Call>,
+    /// Lines that made tool calls, and whether their call got a result.
+    call_lines: HashMap<usize, bool>,
+    /// Calls whose result was used (shell results come twice).
+    done: HashSet<String>,
+    last_message: Option<Answer>,
+    out: Vec<Synth>,
+}
+
 /// The rollout's lines as hook events; every line is counted as used or under a `Reason`.
 ///
 /// Three shapes are read: the current `{timestamp, type, payload}` lines; the older one, a bare
@@ -227,17 +391,23 @@ pub(super) fn parse(text: &[u8], tp: &str, opts: &Options, counts: &Counts) -> V
         .first()
         .and_then(Option::as_ref)
         .filter(|v| v.get("payload").is_none() && v.get("type").is_none() && v["id"].is_string());
-    let legacy = legacy_header.is_some();
-    let legacy_at = legacy_header
-        .and_then(|h| h["timestamp"].as_str())
-        .and_then(nmem_proto::time::parse_rfc3339_ms)
-        .unwrap_or(0);
-    let legacy_meta = legacy_header.map(|h| {
+    // Its time stands for every line's.
+    let legacy_at = legacy_header.map(|h| {
+        h["timestamp"]
+            .as_str()
+            .and_then(nmem_proto::time::parse_rfc3339_ms)
+            .unwrap_or(0)
+    });
+    let mut legacy_meta = legacy_header.map(|h| {
         let items: Vec<Value> = parsed.iter().skip(1).flatten().cloned().collect();
-        json!({"id": h["id"], "cwd": legacy_cwd(&items)})
+        Meta {
+            id: Lax(h["id"].as_str().map(str::to_string)),
+            cwd: Lax(legacy_cwd(&items)),
+            ..Meta::default()
+        }
     });
     if let Some(meta) = &legacy_meta {
-        if meta["cwd"].is_null() {
+        if meta.cwd.0.is_none() {
             // Nothing says where this session ran: it cannot be given a project.
             for _ in &lines {
                 counts.line();
@@ -246,407 +416,360 @@ pub(super) fn parse(text: &[u8], tp: &str, opts: &Options, counts: &Counts) -> V
             return Vec::new();
         }
     }
-    // Older rollouts have no `user_message` events; then the user's `message` items are used.
     let needle: &[u8] = b"\"user_message\"";
-    let has_user_events = text.windows(needle.len()).any(|w| w == needle);
-    let mut session = String::new();
-    let mut cwd = String::new();
-    let mut turn = String::new();
-    // When this session began (its own header), for telling a fork's copy from its own turns.
-    let mut own_start = 0i64;
-    let mut own_header_at = 0i64;
-    // A subagent's rollout: its prompts are the spawning agent's words.
-    let mut subagent = false;
-    // Inside a fork's copy of its parent: the latest time a copied line can have.
-    let mut copy_bound: Option<i64> = None;
-    let mut calls: HashMap<String, Call> = HashMap::new();
-    // Lines that made tool calls, and whether their call got a result.
-    let mut call_lines: HashMap<usize, bool> = HashMap::new();
-    let mut done: HashSet<String> = HashSet::new();
-    let mut last_message: Option<Answer> = None;
-    let mut out = Vec::new();
-    let turn_end_key = |a: &Answer| {
-        if legacy {
-            // One time for the whole file: the line tells the turns apart.
-            format!("L{}", a.line)
-        } else {
-            format!("{}:{}", a.at, a.text.len())
-        }
+    let mut r = Replay {
+        tp,
+        opts,
+        counts,
+        legacy: legacy_at.is_some(),
+        has_user_events: text.windows(needle.len()).any(|w| w == needle),
+        session: String::new(),
+        cwd: String::new(),
+        turn: String::new(),
+        own_start: 0,
+        own_header_at: 0,
+        subagent: false,
+        copy_bound: None,
+        calls: HashMap::new(),
+        call_lines: HashMap::new(),
+        done: HashSet::new(),
+        last_message: None,
+        out: Vec::new(),
     };
-    for (i, ((n, _), v)) in lines.iter().zip(&parsed).enumerate() {
-        let n = *n;
+    for (i, ((n, _), v)) in lines.iter().zip(parsed).enumerate() {
         counts.line();
         let Some(v) = v else {
             counts.skip(Reason::NotJson, 1);
             continue;
         };
-        let (kind, p, at) = if legacy {
-            if i == 0 {
-                let meta = legacy_meta.as_ref().expect("legacy header");
-                ("session_meta", meta, legacy_at)
-            } else if v.get("record_type").is_some() {
-                counts.skip(Reason::Bookkeeping, 1);
-                continue;
-            } else {
-                ("response_item", v, legacy_at)
-            }
-        } else {
-            let (Some(kind), Some(p)) = (v["type"].as_str(), v.get("payload")) else {
-                counts.skip(Reason::UnknownKind, 1);
-                continue;
-            };
-            let at = v["timestamp"]
-                .as_str()
-                .and_then(nmem_proto::time::parse_rfc3339_ms)
-                .unwrap_or(0);
-            (kind, p, at)
-        };
-        if kind == "session_meta" {
-            let id = p["id"].as_str().unwrap_or("");
-            if session.is_empty() {
-                session = id.to_string();
-                cwd = p["cwd"].as_str().unwrap_or("").to_string();
-                subagent = p["source"].get("subagent").is_some();
-                own_header_at = at;
-                own_start = uuid7_ms(id).unwrap_or(at);
-                // A fork names its parent: its copy follows, with or without the parent's header.
-                if p["forked_from_id"].as_str().is_some_and(|f| !f.is_empty()) {
-                    copy_bound = Some(at.saturating_add(2_000));
+        if let Some(at) = legacy_at {
+            match legacy_meta.take().filter(|_| i == 0) {
+                Some(meta) => r.meta(meta, at),
+                None if v.get("record_type").is_some() => counts.skip(Reason::Bookkeeping, 1),
+                None => {
+                    let common = typed(&v).unwrap_or_default();
+                    r.line(*n, at, &common, Record::ResponseItem(Item::of(&v)));
                 }
-                counts.used(1);
-            } else if id != session && !id.is_empty() {
-                // An ancestor's header: what follows is its history, copied by a fork.
-                copy_bound =
-                    Some(copy_bound.unwrap_or(at.max(own_header_at).saturating_add(2_000)));
-                counts.skip(Reason::CopiedFromParent, 1);
-            } else {
-                // A resumed rollout repeats its own header.
-                counts.skip(Reason::Bookkeeping, 1);
             }
             continue;
         }
-        if session.is_empty() || cwd.is_empty() {
-            // Lines before the header cannot be placed.
-            counts.skip(Reason::NoSession, 1);
+        let (Some(kind), Some(p)) = (v["type"].as_str(), v.get("payload")) else {
+            counts.skip(Reason::UnknownKind, 1);
             continue;
+        };
+        let at = v["timestamp"]
+            .as_str()
+            .and_then(nmem_proto::time::parse_rfc3339_ms)
+            .unwrap_or(0);
+        let common = typed(p).unwrap_or_default();
+        match Record::of(kind, p) {
+            Record::SessionMeta(meta) => r.meta(meta, at),
+            record => r.line(*n, at, &common, record),
         }
-        if let Some(bound) = copy_bound {
-            let ended = match p["turn_id"].as_str().and_then(uuid7_ms) {
-                Some(t) => t >= own_start,
+    }
+    r.finish()
+}
+
+impl Replay<'_> {
+    /// A `session_meta` line: the session's own header, an ancestor's (a fork's copy follows),
+    /// or its own again (a resumed rollout).
+    fn meta(&mut self, p: Meta, at: i64) {
+        let id = p.id.str();
+        if self.session.is_empty() {
+            self.session = id.to_string();
+            self.cwd = p.cwd.str().to_string();
+            self.subagent = p.source.get("subagent").is_some();
+            self.own_header_at = at;
+            self.own_start = uuid7_ms(id).unwrap_or(at);
+            // A fork names its parent: its copy follows, with or without the parent's header.
+            if !p.forked_from_id.str().is_empty() {
+                self.copy_bound = Some(at.saturating_add(2_000));
+            }
+            self.counts.used(1);
+        } else if id != self.session && !id.is_empty() {
+            // An ancestor's header: what follows is its history, copied by a fork.
+            self.copy_bound = Some(
+                self.copy_bound
+                    .unwrap_or(at.max(self.own_header_at).saturating_add(2_000)),
+            );
+            self.counts.skip(Reason::CopiedFromParent, 1);
+        } else {
+            self.counts.skip(Reason::Bookkeeping, 1);
+        }
+    }
+
+    /// Any other line, at line `n` of the file.
+    fn line(&mut self, n: usize, at: i64, common: &Common, record: Record) {
+        let counts = self.counts;
+        if self.session.is_empty() || self.cwd.is_empty() {
+            // Lines before the header cannot be placed.
+            return counts.skip(Reason::NoSession, 1);
+        }
+        if let Some(bound) = self.copy_bound {
+            let ended = match common.turn_id.0.as_deref().and_then(uuid7_ms) {
+                Some(t) => t >= self.own_start,
                 None => at > bound,
             };
             if !ended {
-                counts.skip(Reason::CopiedFromParent, 1);
-                continue;
+                return counts.skip(Reason::CopiedFromParent, 1);
             }
-            copy_bound = None;
+            self.copy_bound = None;
         }
-        let ptype = p["type"].as_str().unwrap_or("");
-        if let Some(t) = p["turn_id"].as_str().filter(|t| !t.is_empty()) {
-            if kind == "turn_context" || ptype == "task_started" || ptype == "user_message" {
-                turn = t.to_string();
+        if let Some(t) = common.turn_id.0.as_deref().filter(|t| !t.is_empty()) {
+            if matches!(record, Record::TurnContext)
+                || matches!(common.kind.str(), "task_started" | "user_message")
+            {
+                self.turn = t.to_string();
             }
         }
         // Calls are remembered even before `--since`: their results may come after the cut.
-        if let ("response_item", "function_call" | "custom_tool_call" | "local_shell_call") =
-            (kind, ptype)
+        if let Record::ResponseItem(
+            Item::FunctionCall(c) | Item::CustomToolCall(c) | Item::LocalShellCall(c),
+        ) = &record
         {
-            let id = p["call_id"].as_str().or(p["id"].as_str()).unwrap_or("");
-            let name = p["name"]
-                .as_str()
-                .unwrap_or(if ptype == "local_shell_call" {
-                    "local_shell"
-                } else {
-                    "tool"
-                });
-            let input = match (&p["arguments"], &p["input"], &p["action"]) {
-                (Value::String(a), _, _) => {
-                    serde_json::from_str(a).unwrap_or(json!({ "arguments": a }))
-                }
-                (_, Value::String(patch), _) => json!({ "command": patch }),
-                (_, _, a) if !a.is_null() => json!({ "action": a }),
-                (a, _, _) => a.clone(),
-            };
-            calls.insert(
-                id.to_string(),
-                Call {
-                    name: name.to_string(),
-                    input,
-                    line: n,
-                },
-            );
-            if opts.wants(at, &cwd) {
-                call_lines.insert(n, false);
-            } else {
-                counts.skip(Reason::Filtered, 1);
-            }
-            continue;
+            let shell = common.kind.str() == "local_shell_call";
+            return self.call(n, at, c, shell);
         }
-        if !opts.wants(at, &cwd) {
-            counts.skip(Reason::Filtered, 1);
-            continue;
+        if !self.opts.wants(at, &self.cwd) {
+            return counts.skip(Reason::Filtered, 1);
         }
-        let base = |event: &str| {
-            let mut e = json!({
-                "session_id": session,
-                "cwd": cwd,
-                "hook_event_name": event,
-                "transcript_path": tp,
-            });
-            if !turn.is_empty() {
-                e["turn_id"] = json!(turn);
+        match record {
+            Record::EventMsg(Event::UserMessage { message }) => {
+                self.prompt(n, at, message.str().to_string());
             }
-            e
-        };
-        let mut tool_event = |id: &str, text: String, code: Option<i64>, out: &mut Vec<Synth>| {
-            let Some(call) = calls.get(id) else {
-                counts.skip(Reason::ResultWithoutCall, 1);
-                return;
-            };
-            if id.is_empty() || !done.insert(id.to_string()) {
-                // Shell results come twice (event and mirror): the first wins.
-                counts.skip(Reason::Mirror, 1);
-                return;
-            }
-            if let Some(answered) = call_lines.get_mut(&call.line) {
-                *answered = true;
-            }
-            counts.used(1);
-            let shell = is_shell_tool(&call.name) || call.name == "local_shell";
-            let (name, input) = if shell {
-                let cmd = shell_command(&call.input).unwrap_or_default();
-                ("Bash".to_string(), json!({ "command": cmd }))
-            } else {
-                (call.name.clone(), call.input.clone())
-            };
-            let mut e = match code.filter(|&c| c != 0) {
-                Some(c) => {
-                    let mut e = base("PostToolUseFailure");
-                    e["error"] = json!(format!("Exit code {c}\n{text}"));
-                    e
-                }
-                None => {
-                    let mut e = base("PostToolUse");
-                    e["tool_response"] = json!(text);
-                    e
-                }
-            };
-            e["tool_name"] = json!(name);
-            e["tool_input"] = input;
-            e["tool_use_id"] = json!(id);
-            out.push(Synth::new(
-                event_id(&[&session, id, "tool"]),
-                at,
-                HARNESS,
-                &e,
-            ));
-        };
-        // A newer answer of the same turn replaces the pending one, which is then not stored.
-        let answer = |a: Answer, last: &mut Option<Answer>| {
-            if last.replace(a).is_some() {
-                counts.skip(Reason::AssistantText, 1);
-            }
-        };
-        match (kind, ptype) {
-            ("event_msg", "user_message") | ("response_item", "message")
-                if kind == "event_msg" || (!has_user_events && p["role"] == "user") =>
+            Record::ResponseItem(Item::Message { role, content })
+                if !self.has_user_events && role.str() == "user" =>
             {
-                let text = match kind {
-                    "event_msg" => p["message"].as_str().unwrap_or("").to_string(),
-                    _ => message_text(&p["content"]),
-                };
-                if text.trim().is_empty() {
-                    counts.skip(Reason::Empty, 1);
-                    continue;
-                }
-                if is_scaffolding(&text) {
-                    counts.skip(Reason::Injected, 1);
-                    continue;
-                }
-                if subagent {
-                    // The task the parent agent gave: stored with its spawn_agent call.
-                    counts.skip(Reason::SubagentPrompt, 1);
-                    continue;
-                }
-                flush_turn(
-                    &mut last_message,
-                    &session,
-                    &base,
-                    &turn_end_key,
-                    counts,
-                    &mut out,
-                );
-                let mut e = base("UserPromptSubmit");
-                e["prompt"] = json!(text);
-                out.push(Synth::new(
-                    event_id(&[&session, &n.to_string(), "prompt"]),
-                    at,
-                    HARNESS,
-                    &e,
-                ));
-                counts.used(1);
+                self.prompt(n, at, message_text(&content));
             }
-            ("event_msg", "exec_command_end") => {
-                let id = p["call_id"].as_str().unwrap_or("");
-                let text = p["aggregated_output"]
-                    .as_str()
-                    .or(p["formatted_output"].as_str())
-                    .map(str::to_string)
-                    .unwrap_or_else(|| {
-                        format!(
-                            "{}{}",
-                            p["stdout"].as_str().unwrap_or(""),
-                            p["stderr"].as_str().unwrap_or("")
-                        )
-                    });
-                tool_event(id, text, p["exit_code"].as_i64(), &mut out);
+            Record::EventMsg(Event::ExecCommandEnd {
+                call_id,
+                aggregated_output,
+                formatted_output,
+                stdout,
+                stderr,
+                exit_code,
+            }) => {
+                let text = aggregated_output
+                    .0
+                    .or(formatted_output.0)
+                    .unwrap_or_else(|| format!("{}{}", stdout.str(), stderr.str()));
+                self.tool_event(call_id.str(), at, text, exit_code.0);
             }
-            ("response_item", "function_call_output" | "custom_tool_call_output") => {
-                let id = p["call_id"].as_str().unwrap_or("");
-                let (text, code) = output_text(&p["output"]);
-                tool_event(id, text, code, &mut out);
+            Record::ResponseItem(Item::FunctionCallOutput(o) | Item::CustomToolCallOutput(o)) => {
+                let (text, code) = output_text(&o.output);
+                self.tool_event(o.call_id.str(), at, text, code);
             }
-            ("response_item", "web_search_call") => {
-                let query = p["action"]["query"].as_str().unwrap_or("");
+            Record::ResponseItem(Item::WebSearchCall { id, action }) => {
+                let query = action["query"].as_str().unwrap_or("");
                 if query.is_empty() {
-                    counts.skip(Reason::Empty, 1);
-                    continue;
+                    return counts.skip(Reason::Empty, 1);
                 }
-                let mut e = base("PostToolUse");
+                let mut e = self.base("PostToolUse");
                 e["tool_name"] = json!("WebSearch");
                 e["tool_input"] = json!({ "query": query });
                 e["tool_response"] = json!({ "results": [] });
-                let id = p["id"]
-                    .as_str()
-                    .map(str::to_string)
-                    .unwrap_or(n.to_string());
+                let id = id.0.unwrap_or(n.to_string());
                 e["tool_use_id"] = json!(id);
-                out.push(Synth::new(
-                    event_id(&[&session, &id, "tool"]),
-                    at,
-                    HARNESS,
-                    &e,
-                ));
+                let id = event_id(&[&self.session, &id, "tool"]);
+                self.out.push(Synth::new(id, at, Harness::Codex, &e));
                 counts.used(1);
             }
-            ("response_item", "message") if !has_user_events && p["role"] == "assistant" => {
-                let text = message_text(&p["content"]);
+            Record::ResponseItem(Item::Message { role, content })
+                if !self.has_user_events && role.str() == "assistant" =>
+            {
+                let text = message_text(&content);
                 if text.trim().is_empty() {
                     counts.skip(Reason::Empty, 1);
                 } else {
-                    answer(Answer { text, at, line: n }, &mut last_message);
+                    self.answer(Answer { text, at, line: n });
                 }
             }
-            ("response_item", "message") => {
+            Record::ResponseItem(Item::Message { role, content }) => {
                 // With user events, messages mirror them (user, assistant); developer and system
                 // messages are the harness's instructions.
-                let why = match p["role"].as_str() {
-                    Some("user") if is_scaffolding(&message_text(&p["content"])) => {
-                        Reason::Injected
-                    }
-                    Some("user" | "assistant") => Reason::Mirror,
+                let why = match role.str() {
+                    "user" if is_scaffolding(&message_text(&content)) => Reason::Injected,
+                    "user" | "assistant" => Reason::Mirror,
                     _ => Reason::Injected,
                 };
                 counts.skip(why, 1);
             }
-            ("event_msg", "agent_message") => {
-                match p["message"].as_str().filter(|m| !m.trim().is_empty()) {
-                    Some(m) => answer(
-                        Answer {
-                            text: m.to_string(),
-                            at,
-                            line: n,
-                        },
-                        &mut last_message,
-                    ),
+            Record::EventMsg(Event::AgentMessage { message }) => {
+                match message.0.filter(|m| !m.trim().is_empty()) {
+                    Some(text) => self.answer(Answer { text, at, line: n }),
                     None => counts.skip(Reason::Empty, 1),
                 }
             }
-            ("event_msg", "task_complete") => {
-                match p["last_agent_message"]
-                    .as_str()
-                    .filter(|m| !m.trim().is_empty())
-                {
-                    Some(m) => answer(
-                        Answer {
-                            text: m.to_string(),
-                            at,
-                            line: n,
-                        },
-                        &mut last_message,
-                    ),
+            Record::EventMsg(Event::TaskComplete { last_agent_message }) => {
+                match last_agent_message.0.filter(|m| !m.trim().is_empty()) {
+                    Some(text) => self.answer(Answer { text, at, line: n }),
                     None => counts.skip(Reason::Bookkeeping, 1),
                 }
-                flush_turn(
-                    &mut last_message,
-                    &session,
-                    &base,
-                    &turn_end_key,
-                    counts,
-                    &mut out,
-                );
+                self.flush_turn(true);
             }
-            ("compacted", _) => {
-                let mut e = base("PreCompact");
+            Record::Compacted => {
+                let mut e = self.base("PreCompact");
                 e["trigger"] = json!("auto");
-                out.push(Synth::new(
-                    event_id(&[&session, &n.to_string(), "compact"]),
-                    at,
-                    HARNESS,
-                    &e,
-                ));
+                let id = event_id(&[&self.session, &n.to_string(), "compact"]);
+                self.out.push(Synth::new(id, at, Harness::Codex, &e));
                 counts.used(1);
             }
             // Turn settings, the display log's other events (token counts, reasoning summaries,
             // command starts), encrypted reasoning and undo snapshots.
-            ("turn_context" | "event_msg", _)
-            | ("response_item", "reasoning" | "ghost_snapshot" | "compaction") => {
-                counts.skip(Reason::Bookkeeping, 1);
-            }
+            Record::TurnContext
+            | Record::EventMsg(Event::Other)
+            | Record::ResponseItem(Item::Bookkeeping) => counts.skip(Reason::Bookkeeping, 1),
             // A record kind, or a response item, this version of nmem does not know.
-            _ => counts.skip(Reason::UnknownKind, 1),
+            Record::SessionMeta(_) | Record::Unknown | Record::ResponseItem(_) => {
+                counts.skip(Reason::UnknownKind, 1);
+            }
         }
     }
-    if !session.is_empty() {
-        let base = |event: &str| json!({"session_id": session, "cwd": cwd, "hook_event_name": event, "transcript_path": tp});
-        flush_turn(
-            &mut last_message,
-            &session,
-            &base,
-            &turn_end_key,
-            counts,
-            &mut out,
-        );
-    }
-    // A call line is stored with its result; one whose result never came is not.
-    let answered = call_lines.values().filter(|a| **a).count() as u64;
-    counts.used(answered);
-    counts.skip(
-        Reason::CallWithoutResult,
-        call_lines.len() as u64 - answered,
-    );
-    out
-}
 
-/// The turn's end (a Stop with the agent's last message), once per turn.
-fn flush_turn(
-    last: &mut Option<Answer>,
-    session: &str,
-    base: &dyn Fn(&str) -> Value,
-    key: &dyn Fn(&Answer) -> String,
-    counts: &Counts,
-    out: &mut Vec<Synth>,
-) {
-    if let Some(a) = last.take() {
-        let mut e = base("Stop");
-        e["last_assistant_message"] = json!(a.text);
-        out.push(Synth::new(
-            event_id(&[session, &key(&a), "stop"]),
-            a.at,
-            HARNESS,
-            &e,
-        ));
+    /// A tool call: remembered until its output comes.
+    fn call(&mut self, n: usize, at: i64, c: &CallItem, local_shell: bool) {
+        let id = c.call_id.0.as_deref().or(c.id.0.as_deref()).unwrap_or("");
+        let name = c
+            .name
+            .0
+            .as_deref()
+            .unwrap_or(if local_shell { "local_shell" } else { "tool" });
+        let input = match (&c.arguments, &c.input, &c.action) {
+            (Value::String(a), _, _) => {
+                serde_json::from_str(a).unwrap_or(json!({ "arguments": a }))
+            }
+            (_, Value::String(patch), _) => json!({ "command": patch }),
+            (_, _, a) if !a.is_null() => json!({ "action": a }),
+            (a, _, _) => a.clone(),
+        };
+        let call = Call {
+            name: name.to_string(),
+            input,
+            line: n,
+        };
+        self.calls.insert(id.to_string(), call);
+        if self.opts.wants(at, &self.cwd) {
+            self.call_lines.insert(n, false);
+        } else {
+            self.counts.skip(Reason::Filtered, 1);
+        }
+    }
+
+    /// The user's words (unless they are scaffolding or a subagent's task); the pending turn
+    /// ends first.
+    fn prompt(&mut self, n: usize, at: i64, text: String) {
+        let counts = self.counts;
+        if text.trim().is_empty() {
+            return counts.skip(Reason::Empty, 1);
+        }
+        if is_scaffolding(&text) {
+            return counts.skip(Reason::Injected, 1);
+        }
+        if self.subagent {
+            // The task the parent agent gave: stored with its spawn_agent call.
+            return counts.skip(Reason::SubagentPrompt, 1);
+        }
+        self.flush_turn(true);
+        let mut e = self.base("UserPromptSubmit");
+        e["prompt"] = json!(text);
+        let id = event_id(&[&self.session, &n.to_string(), "prompt"]);
+        self.out.push(Synth::new(id, at, Harness::Codex, &e));
         counts.used(1);
+    }
+
+    /// A call's output, as the PostToolUse / PostToolUseFailure event of its call.
+    fn tool_event(&mut self, id: &str, at: i64, text: String, code: Option<i64>) {
+        let counts = self.counts;
+        let Some(call) = self.calls.get(id) else {
+            return counts.skip(Reason::ResultWithoutCall, 1);
+        };
+        if id.is_empty() || !self.done.insert(id.to_string()) {
+            // Shell results come twice (event and mirror): the first wins.
+            return counts.skip(Reason::Mirror, 1);
+        }
+        if let Some(answered) = self.call_lines.get_mut(&call.line) {
+            *answered = true;
+        }
+        counts.used(1);
+        let shell = is_shell_tool(&call.name) || call.name == "local_shell";
+        let (name, input) = if shell {
+            let cmd = shell_command(&call.input).unwrap_or_default();
+            ("Bash".to_string(), json!({ "command": cmd }))
+        } else {
+            (call.name.clone(), call.input.clone())
+        };
+        let mut e = match code.filter(|&c| c != 0) {
+            Some(c) => {
+                let mut e = self.base("PostToolUseFailure");
+                e["error"] = json!(format!("Exit code {c}\n{text}"));
+                e
+            }
+            None => {
+                let mut e = self.base("PostToolUse");
+                e["tool_response"] = json!(text);
+                e
+            }
+        };
+        e["tool_name"] = json!(name);
+        e["tool_input"] = input;
+        e["tool_use_id"] = json!(id);
+        let id = event_id(&[&self.session, id, "tool"]);
+        self.out.push(Synth::new(id, at, Harness::Codex, &e));
+    }
+
+    /// A newer answer of the same turn replaces the pending one, which is then not stored.
+    fn answer(&mut self, a: Answer) {
+        if self.last_message.replace(a).is_some() {
+            self.counts.skip(Reason::AssistantText, 1);
+        }
+    }
+
+    /// The hook payload's envelope, as Codex's hooks send it; `with_turn`: with the turn's id
+    /// when one is known.
+    fn envelope(&self, event: &str, with_turn: bool) -> Value {
+        let mut e = json!({
+            "session_id": self.session,
+            "cwd": self.cwd,
+            "hook_event_name": event,
+            "transcript_path": self.tp,
+        });
+        if with_turn && !self.turn.is_empty() {
+            e["turn_id"] = json!(self.turn);
+        }
+        e
+    }
+
+    fn base(&self, event: &str) -> Value {
+        self.envelope(event, true)
+    }
+
+    /// The turn's end (a Stop with the agent's last message), once per turn.
+    fn flush_turn(&mut self, with_turn: bool) {
+        let Some(a) = self.last_message.take() else {
+            return;
+        };
+        let mut e = self.envelope("Stop", with_turn);
+        e["last_assistant_message"] = json!(a.text);
+        let key = if self.legacy {
+            // One time for the whole file: the line tells the turns apart.
+            format!("L{}", a.line)
+        } else {
+            format!("{}:{}", a.at, a.text.len())
+        };
+        let id = event_id(&[&self.session, &key, "stop"]);
+        self.out.push(Synth::new(id, a.at, Harness::Codex, &e));
+        self.counts.used(1);
+    }
+
+    fn finish(mut self) -> Vec<Synth> {
+        if !self.session.is_empty() {
+            // The file's last turn, which no later prompt or task_complete ended (sent, as
+            // before, without its turn id).
+            self.flush_turn(false);
+        }
+        self.counts.call_lines(&self.call_lines);
+        self.out
     }
 }
 
@@ -654,6 +777,334 @@ fn flush_turn(
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// A `{timestamp, type, payload}` line.
+    fn rec(kind: &str, payload: Value) -> Value {
+        json!({"timestamp": "2026-01-01T10:00:00.000Z", "type": kind, "payload": payload})
+    }
+
+    fn meta() -> Value {
+        rec("session_meta", json!({"id": "s", "cwd": "/p"}))
+    }
+
+    fn ev(payload: Value) -> Value {
+        rec("event_msg", payload)
+    }
+
+    fn item(payload: Value) -> Value {
+        rec("response_item", payload)
+    }
+
+    fn exec(id: &str) -> Value {
+        item(json!({"type": "function_call", "name": "exec_command",
+            "arguments": "{\"cmd\":\"cargo test\"}", "call_id": id}))
+    }
+
+    fn output(id: &str, code: i64) -> Value {
+        item(json!({"type": "function_call_output", "call_id": id,
+            "output": format!("Exit code: {code}\nOutput:\nok\n")}))
+    }
+
+    fn msg(role: &str, text: &str) -> Value {
+        json!({"type": "message", "role": role, "content": [{"type": "input_text", "text": text}]})
+    }
+
+    /// Every line kind the format knows, and what it becomes: events, or a reason.
+    #[test]
+    fn every_line_kind() {
+        use super::super::tests::{jsonl, opts, outcome};
+        use Reason::*;
+        let prompt = |t: &str| ev(json!({"type": "user_message", "message": t, "turn_id": "t1"}));
+        let cases: Vec<super::super::tests::Case> = vec![
+            ("a header", vec![meta()], &[], 1, &[]),
+            (
+                "a prompt",
+                vec![meta(), prompt("fix the bug")],
+                &["UserPromptSubmit"],
+                2,
+                &[],
+            ),
+            (
+                "scaffolding",
+                vec![
+                    meta(),
+                    prompt("<environment_context>x</environment_context>"),
+                ],
+                &[],
+                1,
+                &[(Injected, 1)],
+            ),
+            (
+                "an empty prompt",
+                vec![meta(), prompt(" ")],
+                &[],
+                1,
+                &[(Empty, 1)],
+            ),
+            (
+                "a prompt's mirror",
+                vec![meta(), prompt("fix"), item(msg("user", "fix"))],
+                &["UserPromptSubmit"],
+                2,
+                &[(Mirror, 1)],
+            ),
+            (
+                "instructions",
+                vec![meta(), item(msg("developer", "be terse"))],
+                &[],
+                1,
+                &[(Injected, 1)],
+            ),
+            (
+                "older prompts and answers",
+                vec![
+                    meta(),
+                    item(msg("user", "fix")),
+                    item(msg("assistant", "done")),
+                ],
+                &["UserPromptSubmit", "Stop"],
+                3,
+                &[],
+            ),
+            (
+                "a call and its output",
+                vec![meta(), exec("c1"), output("c1", 0)],
+                &["PostToolUse"],
+                3,
+                &[],
+            ),
+            (
+                "a failing call",
+                vec![meta(), exec("c1"), output("c1", 1)],
+                &["PostToolUseFailure"],
+                3,
+                &[],
+            ),
+            (
+                "a shell result twice",
+                vec![
+                    meta(),
+                    exec("c1"),
+                    ev(
+                        json!({"type": "exec_command_end", "call_id": "c1", "exit_code": 0, "aggregated_output": "ok"}),
+                    ),
+                    output("c1", 0),
+                ],
+                &["PostToolUse"],
+                3,
+                &[(Mirror, 1)],
+            ),
+            (
+                "a patch",
+                vec![
+                    meta(),
+                    item(
+                        json!({"type": "custom_tool_call", "name": "apply_patch", "input": "*** Begin Patch", "call_id": "c1"}),
+                    ),
+                    item(
+                        json!({"type": "custom_tool_call_output", "call_id": "c1", "output": "Success"}),
+                    ),
+                ],
+                &["PostToolUse"],
+                3,
+                &[],
+            ),
+            (
+                "a local shell call",
+                vec![
+                    meta(),
+                    item(
+                        json!({"type": "local_shell_call", "call_id": "c1", "action": {"command": ["ls"]}}),
+                    ),
+                    output("c1", 0),
+                ],
+                &["PostToolUse"],
+                3,
+                &[],
+            ),
+            (
+                "an output without call",
+                vec![meta(), output("c1", 0)],
+                &[],
+                1,
+                &[(ResultWithoutCall, 1)],
+            ),
+            (
+                "a call without output",
+                vec![meta(), exec("c1")],
+                &[],
+                1,
+                &[(CallWithoutResult, 1)],
+            ),
+            (
+                "a web search",
+                vec![
+                    meta(),
+                    item(
+                        json!({"type": "web_search_call", "id": "w", "action": {"query": "jiff"}}),
+                    ),
+                ],
+                &["PostToolUse"],
+                2,
+                &[],
+            ),
+            (
+                "an empty web search",
+                vec![
+                    meta(),
+                    item(json!({"type": "web_search_call", "action": {}})),
+                ],
+                &[],
+                1,
+                &[(Empty, 1)],
+            ),
+            (
+                "a turn's answers",
+                vec![
+                    meta(),
+                    ev(json!({"type": "agent_message", "message": "a"})),
+                    ev(json!({"type": "task_complete", "last_agent_message": "b"})),
+                ],
+                &["Stop"],
+                2,
+                &[(AssistantText, 1)],
+            ),
+            (
+                "a turn's end without answer",
+                vec![meta(), ev(json!({"type": "task_complete"}))],
+                &[],
+                1,
+                &[(Bookkeeping, 1)],
+            ),
+            (
+                "a compaction",
+                vec![meta(), rec("compacted", json!({"message": ""}))],
+                &["PreCompact"],
+                2,
+                &[],
+            ),
+            (
+                "a line before the header",
+                vec![prompt("fix"), meta()],
+                &[],
+                1,
+                &[(NoSession, 1)],
+            ),
+            (
+                "the header again",
+                vec![meta(), meta()],
+                &[],
+                1,
+                &[(Bookkeeping, 1)],
+            ),
+            (
+                "a parent's header",
+                vec![
+                    meta(),
+                    rec("session_meta", json!({"id": "parent", "cwd": "/p"})),
+                ],
+                &[],
+                1,
+                &[(CopiedFromParent, 1)],
+            ),
+            (
+                "an unknown kind",
+                vec![meta(), rec("hologram", json!({}))],
+                &[],
+                1,
+                &[(UnknownKind, 1)],
+            ),
+            (
+                "an unknown item",
+                vec![meta(), item(json!({"type": "hologram"}))],
+                &[],
+                1,
+                &[(UnknownKind, 1)],
+            ),
+            (
+                "no payload",
+                vec![meta(), json!({"type": "event_msg"})],
+                &[],
+                1,
+                &[(UnknownKind, 1)],
+            ),
+            (
+                "an older rollout",
+                vec![
+                    json!({"id": "L", "timestamp": "2025-05-07T17:24:21.000Z", "instructions": ""}),
+                    json!({"record_type": "state"}),
+                    msg(
+                        "user",
+                        "<environment_context><cwd>/p</cwd></environment_context>",
+                    ),
+                    msg("user", "fix"),
+                ],
+                &["UserPromptSubmit"],
+                2,
+                &[(Bookkeeping, 1), (Injected, 1)],
+            ),
+            (
+                "an older rollout without folder",
+                vec![
+                    json!({"id": "L", "timestamp": "2025-05-07T17:24:21.000Z", "instructions": ""}),
+                    msg("user", "fix"),
+                ],
+                &[],
+                0,
+                &[(NoFolder, 2)],
+            ),
+        ];
+        for (what, lines, events, used, reasons) in cases {
+            let c = Counts::default();
+            let out = parse(jsonl(&lines).as_bytes(), "t", &opts(), &c);
+            let want = (
+                events.iter().map(|e| e.to_string()).collect(),
+                used,
+                reasons.to_vec(),
+            );
+            assert_eq!(outcome(&out, &c), want, "{what}");
+        }
+        for bookkeeping in [
+            rec("turn_context", json!({"turn_id": "t1"})),
+            ev(json!({"type": "token_count"})),
+            item(json!({"type": "reasoning"})),
+            item(json!({"type": "ghost_snapshot"})),
+            item(json!({"type": "compaction"})),
+        ] {
+            let c = Counts::default();
+            let out = parse(
+                jsonl(&[meta(), bookkeeping.clone()]).as_bytes(),
+                "t",
+                &opts(),
+                &c,
+            );
+            assert_eq!(
+                outcome(&out, &c),
+                (vec![], 1, vec![(Bookkeeping, 1)]),
+                "{bookkeeping}"
+            );
+        }
+    }
+
+    /// A shell call becomes the Bash call the daemon knows, with the turn it belongs to.
+    #[test]
+    fn a_shell_call_is_bash_in_its_turn() {
+        let c = Counts::default();
+        let text = super::super::tests::jsonl(&[
+            meta(),
+            ev(json!({"type": "user_message", "message": "test it", "turn_id": "t1"})),
+            exec("c1"),
+            output("c1", 2),
+        ]);
+        let out = parse(text.as_bytes(), "t", &super::super::tests::opts(), &c);
+        let p: Value = serde_json::from_slice(&out[1].payload).unwrap();
+        assert_eq!(p["tool_name"], "Bash");
+        assert_eq!(p["tool_input"]["command"], "cargo test");
+        assert_eq!(p["error"], "Exit code 2\nok\n");
+        assert_eq!(p["turn_id"], "t1");
+        assert_eq!(p["tool_use_id"], "c1");
+        assert_eq!(out[1].harness, Harness::Codex);
+    }
 
     #[test]
     fn shell_commands_of_every_generation() {

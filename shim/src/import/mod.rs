@@ -120,6 +120,19 @@ pub struct Options {
 }
 
 impl Options {
+    /// Every importable harness's sessions from their usual folders, unfiltered: what `nmem
+    /// install` offers to import, and what `replay` and the tests read.
+    pub fn everything(dry_run: bool) -> Options {
+        Options {
+            paths: Vec::new(),
+            sources: importable(),
+            since_ms: None,
+            project: None,
+            dry_run,
+            json: false,
+        }
+    }
+
     /// Whether an event at `at` in folder `cwd` is wanted (`--since`, `--project`).
     fn wants(&self, at: i64, cwd: &str) -> bool {
         self.since_ms.is_none_or(|s| at >= s)
@@ -252,6 +265,14 @@ impl Counts {
         self.not_stored[i].fetch_add(n, Relaxed);
     }
 
+    /// The lines that made tool calls, at the end of a file: one is used when any of its calls
+    /// got a result (it is stored with it), else counted as a call without result.
+    pub(crate) fn call_lines(&self, answered: &std::collections::HashMap<usize, bool>) {
+        let used = answered.values().filter(|a| **a).count() as u64;
+        self.used(used);
+        self.skip(Reason::CallWithoutResult, answered.len() as u64 - used);
+    }
+
     pub(crate) fn skipped(&self, why: Reason) -> u64 {
         let i = Reason::ALL.iter().position(|r| *r == why).unwrap_or(0);
         self.not_stored[i].load(Relaxed)
@@ -301,14 +322,14 @@ impl LiveSince {
 pub(crate) struct Synth {
     id: String,
     at: i64,
-    harness: &'static str,
+    harness: Harness,
     event: String,
     session: String,
     payload: Vec<u8>,
 }
 
 impl Synth {
-    fn new(id: String, at: i64, harness: &'static str, payload: &serde_json::Value) -> Synth {
+    fn new(id: String, at: i64, harness: Harness, payload: &serde_json::Value) -> Synth {
         let field = |k: &str| payload[k].as_str().unwrap_or_default().to_string();
         Synth {
             id,
@@ -319,6 +340,69 @@ impl Synth {
             payload: payload.to_string().into_bytes(),
         }
     }
+}
+
+/// A field of a line the importers do not control, read the way a loose reader reads JSON: the
+/// value when it is there with the expected type, else `None` (missing, `null`, or another
+/// type). A line whose fields have unexpected types is then still read as far as it goes, and
+/// is counted like one that lacks them, never refused as a whole.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Lax<T>(pub Option<T>);
+
+impl<T> Default for Lax<T> {
+    fn default() -> Self {
+        Lax(None)
+    }
+}
+
+impl<'de, T: serde::de::DeserializeOwned> serde::Deserialize<'de> for Lax<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let v = serde_json::Value::deserialize(d)?;
+        Ok(Lax(serde_json::from_value(v).ok()))
+    }
+}
+
+impl Lax<String> {
+    /// The text, or `""` when there is none.
+    fn str(&self) -> &str {
+        self.0.as_deref().unwrap_or_default()
+    }
+}
+
+impl Lax<bool> {
+    /// Whether it is `true` (not merely present).
+    fn yes(&self) -> bool {
+        self.0 == Some(true)
+    }
+}
+
+/// A JSON line as one of an importer's typed line kinds: a line that is an object is read by
+/// its tag; anything else (an array, a number, a missing or non-string tag) is `None`, which the
+/// importers count as a kind they do not know.
+/// (Only objects: serde would read an array as a struct's fields in order.)
+fn typed<T: serde::de::DeserializeOwned>(v: &serde_json::Value) -> Option<T> {
+    if !v.is_object() {
+        return None;
+    }
+    T::deserialize(v).ok()
+}
+
+/// A field that is a struct of its own: read when it is an object, else `None` (as `typed`).
+fn object<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::de::DeserializeOwned,
+{
+    let v = <serde_json::Value as serde::Deserialize>::deserialize(d)?;
+    Ok(typed(&v))
+}
+
+/// The harness's session folder: `$<env>` when set, else `~/<home_dir>`, then `sub` below it.
+fn root_under(env: Option<&str>, home_dir: &str, sub: &str) -> Option<PathBuf> {
+    env.and_then(std::env::var_os)
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(home_dir)))
+        .map(|p| p.join(sub))
 }
 
 /// The session files under the roots (files or folders), with the importer of each.
@@ -355,15 +439,7 @@ pub type Replayed = (Harness, Vec<u8>);
 /// record a session through `nmem record`, as live capture would have.
 pub fn replay(path: &Path) -> Option<std::io::Result<Vec<Replayed>>> {
     let importer = Head::sniff(path, &importable())?;
-    let opts = Options {
-        paths: Vec::new(),
-        sources: importable(),
-        since_ms: None,
-        project: None,
-        dry_run: true,
-        json: false,
-    };
-    let events = importer.synthesize(path, &opts, &Counts::default());
+    let events = importer.synthesize(path, &Options::everything(true), &Counts::default());
     Some(events.map(|events| {
         events
             .into_iter()
@@ -656,14 +732,7 @@ pub fn offer(import: bool) -> ExitCode {
         println!("{found}: run `nmem import` to remember them.");
         return ExitCode::SUCCESS;
     }
-    run(Options {
-        paths: Vec::new(),
-        sources: importable(),
-        since_ms: None,
-        project: None,
-        dry_run: false,
-        json: false,
-    })
+    run(Options::everything(false))
 }
 
 fn progress(
@@ -730,7 +799,7 @@ fn send(conn: &mut client::Conn, events: Vec<Synth>, counts: &Counts) -> Result<
             let line = wire::BatchEvent {
                 event_id: e.id,
                 received_at: e.at,
-                harness: e.harness.to_string(),
+                harness: e.harness.as_str().to_string(),
                 payload,
             };
             serde_json::to_writer(&mut body, &line).map_err(|e| e.to_string())?;
@@ -772,14 +841,46 @@ pub(super) mod tests {
     use proptest::prelude::*;
 
     pub(in crate::import) fn opts() -> Options {
-        Options {
-            paths: Vec::new(),
-            sources: importable(),
-            since_ms: None,
-            project: None,
-            dry_run: true,
-            json: false,
-        }
+        Options::everything(true)
+    }
+
+    /// What a parse made of its lines: the events' hook names, the lines used, and the lines
+    /// not stored by reason (only reasons with a count), for tables of line kinds.
+    pub(in crate::import) fn outcome(
+        events: &[Synth],
+        c: &Counts,
+    ) -> (Vec<String>, u64, Vec<(Reason, u64)>) {
+        assert_eq!(
+            c.lines.load(Relaxed),
+            c.used.load(Relaxed) + c.skipped_total(),
+            "a line vanished uncounted"
+        );
+        let reasons = Reason::ALL
+            .into_iter()
+            .map(|r| (r, c.skipped(r)))
+            .filter(|(_, n)| *n > 0)
+            .collect();
+        let events = events.iter().map(|e| e.event.clone()).collect();
+        (events, c.used.load(Relaxed), reasons)
+    }
+
+    /// A row of a table of line kinds: what it is, its lines, the events they become, the lines
+    /// used, and the lines not stored by reason.
+    pub(in crate::import) type Case = (
+        &'static str,
+        Vec<serde_json::Value>,
+        &'static [&'static str],
+        u64,
+        &'static [(Reason, u64)],
+    );
+
+    /// JSON lines, one a line.
+    pub(in crate::import) fn jsonl(lines: &[serde_json::Value]) -> String {
+        lines
+            .iter()
+            .map(|l| l.to_string())
+            .collect::<Vec<_>>()
+            .join("\n")
     }
 
     /// A harness the contract says `nmem import` reads has exactly one importer, and the
@@ -884,7 +985,7 @@ pub(super) mod tests {
 
     /// JSON lines built from the keys and values the importers look at, so that the parsers'
     /// inner branches are reached, not only their "not JSON" one.
-    fn transcript_value() -> impl Strategy<Value = serde_json::Value> {
+    pub(super) fn transcript_value() -> impl Strategy<Value = serde_json::Value> {
         let word = prop::sample::select(vec![
             "user",
             "assistant",
@@ -982,6 +1083,29 @@ pub(super) mod tests {
         })
     }
 
+    /// A JSON line no format knows: not an object, or an object whose kind is none of theirs
+    /// (and with none of the keys Gemini's records are told by, nor a Codex payload: a Codex
+    /// line before any header counts as one with no session).
+    fn unknown_line() -> impl Strategy<Value = serde_json::Value> {
+        use serde_json::{json, Value};
+        let leaf = prop_oneof![
+            any::<i64>().prop_map(Value::from),
+            any::<bool>().prop_map(Value::from),
+            Just(Value::Null),
+            "[a-z]{0,8}".prop_map(Value::from),
+        ];
+        prop_oneof![
+            leaf.clone(),
+            prop::collection::vec(leaf.clone(), 0..3).prop_map(Value::from),
+            (
+                "[a-z]{1,8}",
+                leaf,
+                prop::sample::select(vec!["message", "content", "cwd"])
+            )
+                .prop_map(|(kind, v, key)| json!({"type": format!("x-{kind}"), key: v})),
+        ]
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
 
@@ -993,6 +1117,37 @@ pub(super) mod tests {
         #[test]
         fn arbitrary_strings_never_panic(lines in prop::collection::vec(".{0,64}", 0..8)) {
             parse_all(lines.join("\n").as_bytes());
+        }
+
+        /// JSON that is not an object, or an object of no kind the formats know, is counted
+        /// under `unknown_kind` by every line format; a line that is not JSON under `not_json`.
+        #[test]
+        fn lines_of_no_known_kind_are_counted_as_such(
+            lines in prop::collection::vec(unknown_line(), 1..8),
+            broken in prop::collection::vec("[a-z ]{0,20}[^\\s]", 0..3),
+        ) {
+            let mut text = jsonl(&lines);
+            for b in &broken {
+                text.push_str(&format!("\n{{{b}"));
+            }
+            let n = lines.len() as u64;
+            let want = || {
+                let mut r = vec![(Reason::UnknownKind, n)];
+                if !broken.is_empty() {
+                    r.insert(0, (Reason::NotJson, broken.len() as u64));
+                }
+                (vec![], 0, r)
+            };
+            let o = opts();
+            let c = Counts::default();
+            let out = claude::parse(text.as_bytes(), "t", &o, &c).unwrap();
+            prop_assert_eq!(outcome(&out, &c), want(), "claude");
+            let c = Counts::default();
+            let out = codex::parse(text.as_bytes(), "t", &o, &c);
+            prop_assert_eq!(outcome(&out, &c), want(), "codex");
+            let c = Counts::default();
+            let out = gemini::parse_all_for_tests(text.as_bytes(), false, &o, &c);
+            prop_assert_eq!(outcome(&out, &c), want(), "gemini");
         }
 
         #[test]

@@ -18,29 +18,10 @@ impl Target for ClaudeCode {
         None
     }
 
-    #[cfg(test)]
-    fn events(&self) -> Vec<&'static str> {
-        CLAUDE_EVENTS.iter().map(|(e, _, _)| *e).collect()
-    }
-
     fn apply(&self, cx: &mut Ctx, install: bool) -> Result<(), String> {
         apply(cx, install)
     }
 }
-
-const CLAUDE_EVENTS: &[(&str, bool, u32)] = &[
-    // (event, takes a tool matcher, timeout in seconds)
-    ("SessionStart", false, 10),
-    ("UserPromptSubmit", false, 5),
-    ("PostToolUse", true, 5),
-    ("PostToolUseFailure", true, 5),
-    ("PreCompact", false, 5),
-    ("PostCompact", false, 5),
-    ("Stop", false, 5),
-    ("SubagentStop", false, 5),
-    ("StopFailure", false, 5),
-    ("SessionEnd", false, 2),
-];
 
 fn apply(cx: &mut Ctx, install: bool) -> Result<(), String> {
     let path = cx.home.join(".claude/settings.json");
@@ -49,13 +30,13 @@ fn apply(cx: &mut Ctx, install: bool) -> Result<(), String> {
     let mut what = Vec::new();
     if install {
         let cmd = command(cx, Harness::ClaudeCode);
-        let wanted: Vec<(String, Option<&str>, Value)> = CLAUDE_EVENTS
+        let wanted: Vec<(String, Option<&str>, Value)> = (Harness::ClaudeCode.spec().hooks)
             .iter()
-            .map(|(e, tools, timeout)| {
+            .map(|h| {
                 (
-                    e.to_string(),
-                    tools.then_some("*"),
-                    json!({"type": "command", "command": cmd, "timeout": timeout}),
+                    h.event.to_string(),
+                    h.tools.then_some("*"),
+                    json!({"type": "command", "command": cmd, "timeout": h.timeout_s}),
                 )
             })
             .collect();

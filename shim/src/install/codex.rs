@@ -18,25 +18,10 @@ impl Target for Codex {
         Some(".codex")
     }
 
-    #[cfg(test)]
-    fn events(&self) -> Vec<&'static str> {
-        CODEX_EVENTS.to_vec()
-    }
-
     fn apply(&self, cx: &mut Ctx, install: bool) -> Result<(), String> {
         apply(cx, install)
     }
 }
-
-const CODEX_EVENTS: &[&str] = &[
-    "SessionStart",
-    "UserPromptSubmit",
-    "PostToolUse",
-    "Stop",
-    "PreCompact",
-    "PostCompact",
-    "StopFailure",
-];
 
 fn apply(cx: &mut Ctx, install: bool) -> Result<(), String> {
     let path = cx.home.join(".codex/hooks.json");
@@ -45,13 +30,13 @@ fn apply(cx: &mut Ctx, install: bool) -> Result<(), String> {
     let mut what = Vec::new();
     if install {
         let cmd = command(cx, Harness::Codex);
-        let wanted: Vec<(String, Option<&str>, Value)> = CODEX_EVENTS
+        let wanted: Vec<(String, Option<&str>, Value)> = (Harness::Codex.spec().hooks)
             .iter()
-            .map(|e| {
+            .map(|h| {
                 (
-                    e.to_string(),
-                    None,
-                    json!({"type": "command", "command": cmd, "timeout": 5}),
+                    h.event.to_string(),
+                    h.tools.then_some("*"),
+                    json!({"type": "command", "command": cmd, "timeout": h.timeout_s}),
                 )
             })
             .collect();

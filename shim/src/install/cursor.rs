@@ -16,27 +16,10 @@ impl Target for Cursor {
         Some(".cursor")
     }
 
-    #[cfg(test)]
-    fn events(&self) -> Vec<&'static str> {
-        CURSOR_EVENTS.to_vec()
-    }
-
     fn apply(&self, cx: &mut Ctx, install: bool) -> Result<(), String> {
         apply(cx, install)
     }
 }
-
-const CURSOR_EVENTS: &[&str] = &[
-    "sessionStart",
-    "sessionEnd",
-    "beforeSubmitPrompt",
-    "afterShellExecution",
-    "afterFileEdit",
-    "afterMCPExecution",
-    "postToolUse",
-    "afterAgentResponse",
-    "stop",
-];
 
 fn apply(cx: &mut Ctx, install: bool) -> Result<(), String> {
     let path = cx.home.join(".cursor/hooks.json");
@@ -50,9 +33,9 @@ fn apply(cx: &mut Ctx, install: bool) -> Result<(), String> {
         obj.entry("version").or_insert(json!(1));
         let hooks = obj.entry("hooks").or_insert_with(|| json!({}));
         if let Some(hooks) = hooks.as_object_mut() {
-            for e in CURSOR_EVENTS {
+            for h in Harness::Cursor.spec().hooks {
                 if let Some(list) = hooks
-                    .entry(e.to_string())
+                    .entry(h.event.to_string())
                     .or_insert_with(|| json!([]))
                     .as_array_mut()
                 {
@@ -61,7 +44,13 @@ fn apply(cx: &mut Ctx, install: bool) -> Result<(), String> {
             }
         }
         if after != v {
-            what.push(format!("nmem's hooks for {}", CURSOR_EVENTS.join(", ")));
+            let events: Vec<&str> = Harness::Cursor
+                .spec()
+                .hooks
+                .iter()
+                .map(|h| h.event)
+                .collect();
+            what.push(format!("nmem's hooks for {}", events.join(", ")));
         } else {
             after = v.clone();
         }

@@ -16,24 +16,10 @@ impl Target for Gemini {
         Some(".gemini")
     }
 
-    #[cfg(test)]
-    fn events(&self) -> Vec<&'static str> {
-        GEMINI_EVENTS.to_vec()
-    }
-
     fn apply(&self, cx: &mut Ctx, install: bool) -> Result<(), String> {
         apply(cx, install)
     }
 }
-
-const GEMINI_EVENTS: &[&str] = &[
-    "SessionStart",
-    "BeforeAgent",
-    "AfterTool",
-    "AfterAgent",
-    "PreCompress",
-    "SessionEnd",
-];
 
 fn apply(cx: &mut Ctx, install: bool) -> Result<(), String> {
     let path = cx.home.join(".gemini/settings.json");
@@ -42,13 +28,14 @@ fn apply(cx: &mut Ctx, install: bool) -> Result<(), String> {
     let mut what = Vec::new();
     if install {
         let cmd = command(cx, Harness::Gemini);
-        let wanted: Vec<(String, Option<&str>, Value)> = GEMINI_EVENTS
+        let wanted: Vec<(String, Option<&str>, Value)> = (Harness::Gemini.spec().hooks)
             .iter()
-            .map(|e| {
+            .map(|h| {
                 (
-                    e.to_string(),
-                    None,
-                    json!({"type": "command", "command": cmd, "name": "nmem", "timeout": 5000}),
+                    h.event.to_string(),
+                    h.tools.then_some("*"),
+                    // Gemini CLI counts in milliseconds.
+                    json!({"type": "command", "command": cmd, "name": "nmem", "timeout": h.timeout_s * 1000}),
                 )
             })
             .collect();
