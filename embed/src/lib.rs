@@ -12,6 +12,9 @@
 //!   remove, the active model, verification); `nmemctl model …` calls it.
 //! * `engine` (feature `engine` only): the candle BERT implementation of [`Embedder`], which only
 //!   the `nmem-embed` binary links.
+//! * `tokenize` and `child` (feature `tokenize`, which `engine` includes): the WordPiece tokenizer
+//!   and the child's side of the protocol (serve, `--embed`, `--bench`), shared by `nmem-embed`
+//!   and `nmem-embed-onnx` (crate embed-onnx, ONNX Runtime, int8), which differ only in the model.
 //!
 //! Without the `engine` feature the crate needs std, libc, serde_json, sha2 and zip (inflate
 //! only), so `nmemd` and `nmemctl` link it cheaply.
@@ -42,8 +45,12 @@ pub mod model;
 pub mod protocol;
 pub mod quant;
 
+#[cfg(feature = "tokenize")]
+pub mod child;
 #[cfg(feature = "engine")]
 pub mod engine;
+#[cfg(feature = "tokenize")]
+pub mod tokenize;
 
 pub use error::EmbedError;
 pub use model::ModelInfo;
