@@ -2,8 +2,9 @@
 //!
 //! The model (all-MiniLM-L6-v2: BERT, 384 dimensions, mean pooling, L2-normalised, as
 //! sentence-transformers computes it) never runs inside `nmemd`, whose memory budget is 64 MB: it
-//! runs in a child process, the `nmem-embed` binary, which `nmemd` starts when it needs vectors
-//! and stops when idle. This crate is both sides of that split:
+//! runs in a child process, the `nmem-embed` binary (candle, fp32) or `nmem-embed-onnx` (crate
+//! embed-onnx: int8 on ONNX Runtime, the default engine), which `nmemd` starts when it needs
+//! vectors and stops when idle. This crate is both sides of that split:
 //!
 //! * [`protocol`]: the line protocol between `nmemd` and the child, and [`EmbedChild`], the
 //!   client that spawns the child and talks to it with a deadline on every exchange.
