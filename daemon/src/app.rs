@@ -165,11 +165,14 @@ pub async fn embedding(app: &App) -> Option<wire::Embedding> {
         return None;
     }
     let (_, embedded, pending) = counts.unwrap_or_default();
+    let (engine, engine_fallback) = app.semantic.engine();
     Some(wire::Embedding {
         model: active.map(|a| a.name),
         embedded: embedded as u64,
         pending: pending as u64,
         problem,
         embedder_pid: app.semantic.child_pid(),
+        engine,
+        engine_fallback,
     })
 }

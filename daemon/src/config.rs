@@ -142,6 +142,18 @@ pub struct EmbedConfig {
     pub idle_secs: u64,
     /// Memory for the in-memory vector codes of recently searched projects.
     pub cache_mb: u64,
+    /// Which embedder runs the model: `onnx` (`nmem-embed-onnx`, int8 on ONNX Runtime, about 4x
+    /// less CPU per query) or `candle` (`nmem-embed`, fp32). With `onnx`, nmemd uses
+    /// `nmem-embed` instead, and logs why, when the ONNX one is not installed or cannot start.
+    pub engine: Engine,
+}
+
+/// `[embed] engine`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Engine {
+    Onnx,
+    Candle,
 }
 
 impl Default for EmbedConfig {
@@ -150,6 +162,7 @@ impl Default for EmbedConfig {
             enabled: true,
             idle_secs: 300,
             cache_mb: 16,
+            engine: Engine::Onnx,
         }
     }
 }

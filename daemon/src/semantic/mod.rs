@@ -1,8 +1,11 @@
 //! Search by meaning: embeddings of observations and prompts.
 //!
 //! * The model (all-MiniLM-L6-v2, imported with `nmemctl model import`; never downloaded) runs in
-//!   a child process, `nmem-embed`, started on demand and stopped after `[embed] idle_secs`, so
-//!   its ~100 MB never count against `nmemd`'s memory and are given back when idle. No model, or
+//!   a child process started on demand and stopped after `[embed] idle_secs`, so its 80–100 MB
+//!   never count against `nmemd`'s memory and are given back when idle. The child is
+//!   `nmem-embed-onnx` (int8, ONNX Runtime) when `[embed] engine = "onnx"` (the default) and it
+//!   starts, else `nmem-embed` (candle, fp32): a failed ONNX start is logged with its reason,
+//!   shown by `nmemctl status`, and not retried until the model is activated again. No model, or
 //!   `[embed] enabled = false`: search is lexical, and its replies say so.
 //! * Vectors are made after commit, off the hook path, by a backfill thread ([`backfill`]): new
 //!   rows first, then the backlog newest first, then rows whose text changed (redaction). It
@@ -82,10 +85,23 @@ const READY_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long one embedding request may take.
 const EMBED_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// Which engine runs, and why not the configured one.
+#[derive(Default)]
+struct EngineState {
+    /// `onnx` or `candle`, once a child has started.
+    in_use: Option<&'static str>,
+    /// The ONNX child could not start (its reason): candle is used until the next activation.
+    onnx_failed: Option<String>,
+}
+
 pub struct Semantic {
     cfg: EmbedConfig,
     models_root: PathBuf,
+    /// `nmem-embed` (candle), or whatever `NMEM_EMBED_BIN` names.
     bin: Option<PathBuf>,
+    /// `nmem-embed-onnx` when `[embed] engine = "onnx"` and it is installed.
+    onnx_bin: Option<PathBuf>,
+    engine: Mutex<EngineState>,
     state: Mutex<State>,
     child: Mutex<Option<EmbedChild>>,
     last_used: Mutex<Instant>,
@@ -97,8 +113,21 @@ pub struct Semantic {
 
 impl Semantic {
     pub fn new(cfg: EmbedConfig, models_root: PathBuf) -> Semantic {
-        let bin = std::env::var_os("NMEM_EMBED_BIN")
-            .map(PathBuf::from)
+        let explicit = std::env::var_os("NMEM_EMBED_BIN").map(PathBuf::from);
+        // An explicit NMEM_EMBED_BIN is the embedder, unless NMEM_EMBED_ONNX_BIN names the ONNX one.
+        let onnx_bin = match cfg.engine {
+            crate::config::Engine::Onnx => std::env::var_os("NMEM_EMBED_ONNX_BIN")
+                .map(PathBuf::from)
+                .or_else(|| {
+                    explicit
+                        .is_none()
+                        .then(|| nmem_embed::protocol::sibling_bin("nmem-embed-onnx"))
+                        .flatten()
+                })
+                .filter(|p| p.is_file()),
+            crate::config::Engine::Candle => None,
+        };
+        let bin = explicit
             .or_else(nmem_embed::protocol::default_bin)
             .filter(|p| p.is_file());
         let cap = (cfg.cache_mb as usize).saturating_mul(1 << 20);
@@ -106,6 +135,8 @@ impl Semantic {
             cfg,
             models_root,
             bin,
+            onnx_bin,
+            engine: Mutex::new(EngineState::default()),
             state: Mutex::new(State::default()),
             child: Mutex::new(None),
             last_used: Mutex::new(Instant::now()),
@@ -149,6 +180,7 @@ impl Semantic {
         };
         // A new model (or none): the child and the codes of the old one go.
         *self.child.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        *self.engine.lock().unwrap_or_else(|e| e.into_inner()) = EngineState::default();
         self.index.lock().unwrap_or_else(|e| e.into_inner()).clear();
         let Some(info) = info else {
             let name: Option<String> = None;
@@ -164,13 +196,19 @@ impl Semantic {
             .exec(move |c| Ok(register(c, Some(&name), dim)?))
             .await
             .map_err(|e| e.to_string())?;
-        let problem = self.bin.is_none().then(|| {
+        let problem = (self.bin.is_none() && self.onnx_bin.is_none()).then(|| {
             format!(
                 "the embedding model {} is installed but the `nmem-embed` program is not beside \
                  nmemd (reinstall with scripts/install, or set NMEM_EMBED_BIN)",
                 info.id
             )
         });
+        if self.cfg.engine == crate::config::Engine::Onnx && self.onnx_bin.is_none() {
+            tracing::info!(
+                "embedding engine: nmem-embed-onnx is not installed beside nmemd (scripts/build-onnx \
+                 installs it); using nmem-embed (candle)"
+            );
+        }
         tracing::info!(model = %info.id, "embedding model active");
         *self.state.lock().unwrap_or_else(|e| e.into_inner()) = State {
             active: Some(Active {
@@ -190,13 +228,12 @@ impl Semantic {
         let active = self
             .active()
             .ok_or_else(|| Availability::NoModel.describe())?;
-        let bin = self
-            .bin
-            .clone()
-            .ok_or_else(|| self.availability().describe())?;
+        if self.bin.is_none() && self.onnx_bin.is_none() {
+            return Err(self.availability().describe());
+        }
         let mut child = self.child.lock().unwrap_or_else(|e| e.into_inner());
         if child.is_none() {
-            match EmbedChild::spawn(&bin, &active.dir, READY_TIMEOUT) {
+            match self.spawn_child(&active) {
                 Ok(c) => *child = Some(c),
                 Err(e) => {
                     let msg = format!(
@@ -224,6 +261,40 @@ impl Semantic {
                 Err(e.to_string())
             }
         }
+    }
+
+    /// Start the configured engine's child; the ONNX one failing (no runtime, no
+    /// `model.int8.onnx`, a static build), candle's instead, with the reason logged and kept.
+    fn spawn_child(&self, active: &Active) -> Result<EmbedChild, nmem_embed::EmbedError> {
+        let mut engine = self.engine.lock().unwrap_or_else(|e| e.into_inner());
+        if let (Some(onnx), None) = (&self.onnx_bin, &engine.onnx_failed) {
+            match EmbedChild::spawn(onnx, &active.dir, READY_TIMEOUT) {
+                Ok(c) => {
+                    engine.in_use = Some("onnx");
+                    return Ok(c);
+                }
+                Err(e) if self.bin.is_some() => {
+                    tracing::warn!(
+                        "embedding engine: nmem-embed-onnx could not start ({e}); using nmem-embed \
+                         (candle) until the model is activated again"
+                    );
+                    engine.onnx_failed = Some(e.to_string());
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        let bin = self.bin.as_ref().ok_or_else(|| {
+            nmem_embed::EmbedError::Engine("the `nmem-embed` program is not beside nmemd".into())
+        })?;
+        let c = EmbedChild::spawn(bin, &active.dir, READY_TIMEOUT)?;
+        engine.in_use = Some("candle");
+        Ok(c)
+    }
+
+    /// The engine in use (`onnx`, `candle`) once a child started, and why the ONNX one is not.
+    pub fn engine(&self) -> (Option<String>, Option<String>) {
+        let e = self.engine.lock().unwrap_or_else(|e| e.into_inner());
+        (e.in_use.map(str::to_owned), e.onnx_failed.clone())
     }
 
     /// The query's vector, and the model it comes from.

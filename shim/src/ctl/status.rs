@@ -241,14 +241,23 @@ fn print_human(s: &wire::Status) {
         match &s.embedding {
             Some(e) => match (&e.model, &e.problem) {
                 (_, Some(p)) => println!("embedding  unusable: {p}"),
-                (Some(m), None) => println!(
-                    "embedding  {m}: {} embedded, {} waiting{}",
-                    e.embedded,
-                    e.pending,
-                    e.embedder_pid
-                        .map(|p| format!(" (embedder pid {p})"))
-                        .unwrap_or_default()
-                ),
+                (Some(m), None) => {
+                    println!(
+                        "embedding  {m}: {} embedded, {} waiting{}{}",
+                        e.embedded,
+                        e.pending,
+                        e.engine
+                            .as_ref()
+                            .map(|en| format!(", engine {en}"))
+                            .unwrap_or_default(),
+                        e.embedder_pid
+                            .map(|p| format!(" (embedder pid {p})"))
+                            .unwrap_or_default()
+                    );
+                    if let Some(why) = &e.engine_fallback {
+                        println!("           not the ONNX engine: {why}");
+                    }
+                }
                 (None, None) => {}
             },
             None => println!("embedding  none (search is lexical; `nmemctl model import`)"),
