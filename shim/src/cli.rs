@@ -21,14 +21,14 @@ pub fn project_arg(project: Option<String>, all: bool) -> Option<Option<String>>
     }
 }
 
-fn cwd() -> Option<String> {
+pub(crate) fn cwd() -> Option<String> {
     std::env::current_dir()
         .ok()
         .map(|p| p.to_string_lossy().into_owned())
 }
 
 /// Print a reply: as JSON, or rendered for a person (notes on stderr, the table on stdout).
-fn finish<T: serde::Serialize>(
+pub(crate) fn finish<T: serde::Serialize>(
     res: Result<T, CallError>,
     json: bool,
     human: impl FnOnce(&T) -> Text,

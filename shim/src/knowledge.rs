@@ -3,7 +3,8 @@
 //! `--json` for scripts; exit codes as the other query commands (1: the daemon refused the
 //! request and changed nothing, 2: it could not be reached).
 
-use crate::daemon_client::{post, CallError};
+use crate::cli::{cwd, finish};
+use crate::daemon_client::post;
 use crate::render::Text;
 use nmem_proto::knowledge::{
     Action, AuditEntry, Class, EvidenceRef, Item, LifecycleReply, LifecycleRequest, ListReply,
@@ -13,41 +14,6 @@ use nmem_proto::knowledge::{
 use nmem_proto::text::one_line;
 use nmem_proto::wire;
 use std::process::ExitCode;
-
-fn cwd() -> Option<String> {
-    std::env::current_dir()
-        .ok()
-        .map(|p| p.to_string_lossy().into_owned())
-}
-
-fn finish<T: serde::Serialize>(
-    res: Result<T, CallError>,
-    json: bool,
-    human: impl FnOnce(&T) -> Text,
-) -> ExitCode {
-    match res {
-        Ok(v) if json => {
-            println!("{}", serde_json::to_string_pretty(&v).expect("serialises"));
-            ExitCode::SUCCESS
-        }
-        Ok(v) => {
-            let text = human(&v);
-            for n in &text.notes {
-                eprintln!("note: {n}");
-            }
-            print!("{}", text.body);
-            ExitCode::SUCCESS
-        }
-        Err(CallError::Api { message, .. }) => {
-            eprintln!("nmem: {message}");
-            ExitCode::from(1)
-        }
-        Err(e) => {
-            eprintln!("nmem: {e}");
-            ExitCode::from(2)
-        }
-    }
-}
 
 /// What `nmem knowledge add` and `nmem work add` take.
 pub struct AddArgs {

@@ -248,7 +248,7 @@ mod tests {
     /// upgraded (the knowledge migration is the last one), a malformed metadata column included.
     #[test]
     fn memories_from_before_knowledge_become_notes() {
-        let db = temp_db("preknowledge");
+        let (_dir, db) = temp_db();
         {
             let mut c = Connection::open(&db).unwrap();
             super::super::terms::register(&c).unwrap();
