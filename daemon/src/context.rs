@@ -943,7 +943,7 @@ mod tests {
     /// `obs_type` in the digest's, retention's, dedup's, the writer's or the queries' source
     /// (SQL or Rust) must be one the table has, so a renamed or misspelt type cannot hide in a
     /// string. (`user_prompt`, `agent_reasoning` and `prompt` are the names for prompts, `user`
-    /// and `agent` their sources.)
+    /// and `agent` their sources, `doc` search's name for document chunks.)
     #[test]
     fn every_type_named_in_the_source_is_in_the_vocabulary() {
         let sources = [
@@ -955,7 +955,9 @@ mod tests {
             ("query/search.rs", include_str!("query/search.rs")),
             ("query/timeline.rs", include_str!("query/timeline.rs")),
         ];
-        let prompts = ["user_prompt", "agent_reasoning", "prompt", "user", "agent"];
+        // Prompts' names and sources, and `doc`: search's name for document chunks (not an
+        // observation type: they live in `doc_chunks`).
+        let prompts = ["user_prompt", "agent_reasoning", "prompt", "user", "agent", "doc"];
         let mut checked = 0;
         for (file, text) in sources {
             let text = text.split("#[cfg(test)]").next().unwrap_or(text);
