@@ -957,7 +957,14 @@ mod tests {
         ];
         // Prompts' names and sources, and `doc`: search's name for document chunks (not an
         // observation type: they live in `doc_chunks`).
-        let prompts = ["user_prompt", "agent_reasoning", "prompt", "user", "agent", "doc"];
+        let prompts = [
+            "user_prompt",
+            "agent_reasoning",
+            "prompt",
+            "user",
+            "agent",
+            "doc",
+        ];
         let mut checked = 0;
         for (file, text) in sources {
             let text = text.split("#[cfg(test)]").next().unwrap_or(text);
