@@ -29,12 +29,8 @@ pub struct Dedup {
 /// and ingest computes it from the unredacted call (`Obs::dedup_target`), so two paths that
 /// differ only in a redacted segment stay two targets.
 pub fn target_hash(o: &Obs) -> String {
-    use sha2::{Digest, Sha256};
     let target = o.file_path.as_deref().unwrap_or(&o.content);
-    Sha256::digest(target.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    crate::sha256_hex(target.as_bytes())
 }
 
 impl Dedup {

@@ -19,6 +19,7 @@
 //! of a file that an active item's evidence names; saved memories become notes by trigger too.
 
 use crate::app::App;
+use crate::query::bounds::{check_len, check_scope};
 use crate::query::QueryError;
 use crate::store::writer::WriteError;
 use nmem_proto::knowledge::{
@@ -27,7 +28,6 @@ use nmem_proto::knowledge::{
     WorkKind, SCOPE_GLOBAL, SCOPE_PROJECT,
 };
 use rusqlite::{params, Connection, OptionalExtension, Row};
-use sha2::{Digest, Sha256};
 use std::collections::BTreeSet;
 
 pub const MAX_TITLE: usize = 300;
@@ -38,7 +38,7 @@ const SIMILAR: f64 = 0.5;
 
 /// `POST /v1/knowledge`.
 pub async fn remember(app: &App, mut req: RememberRequest) -> Result<Remembered, QueryError> {
-    let project = project(app, req.project.as_deref(), req.cwd.as_deref())?;
+    let project = project(app, req.project.as_deref(), &req.cwd)?;
     let v = validate(&req)?;
     // Redacted like everything else nmem stores.
     let r = &app.ingest.redactor;
@@ -81,7 +81,7 @@ pub async fn lifecycle(app: &App, req: LifecycleRequest) -> Result<LifecycleRepl
 /// `POST /v1/knowledge/list`.
 pub async fn list(app: &App, req: ListRequest) -> Result<ListReply, QueryError> {
     let project = if req.ids.is_empty() {
-        Some(project(app, req.project.as_deref(), req.cwd.as_deref())?)
+        Some(project(app, req.project.as_deref(), &req.cwd)?)
     } else {
         None
     };
@@ -112,30 +112,16 @@ fn past(a: Action) -> &'static str {
     }
 }
 
-fn project(app: &App, project: Option<&str>, cwd: Option<&str>) -> Result<String, QueryError> {
-    if let Some(p) = project.map(str::trim).filter(|p| !p.is_empty()) {
-        check_len("project", p, 512)?;
-        return Ok(p.to_string());
-    }
-    match cwd {
-        Some(c) => {
-            check_len("cwd", c, 4096)?;
-            Ok(app.ingest.projects.resolve(c).name)
-        }
-        None => Err(QueryError::BadRequest(
-            "knowledge belongs to a project: give `project` or `cwd`".into(),
-        )),
-    }
-}
-
-fn check_len(field: &str, s: &str, max: usize) -> Result<(), QueryError> {
-    if s.len() > max {
-        return Err(QueryError::BadRequest(format!(
-            "`{field}` is {} bytes; at most {max} are accepted",
-            s.len()
-        )));
-    }
-    Ok(())
+/// The project a request names, else the project of its cwd (an empty name counts as none).
+fn project(app: &App, project: Option<&str>, cwd: &Option<String>) -> Result<String, QueryError> {
+    let project = project
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(|p| Some(p.to_string()));
+    check_scope(&project, cwd)?;
+    crate::query::project_of(app, &project, cwd).ok_or_else(|| {
+        QueryError::BadRequest("knowledge belongs to a project: give `project` or `cwd`".into())
+    })
 }
 
 /// What validation settled: the status to store and the structured claim, if any.
@@ -451,7 +437,7 @@ fn check_evidence(
             )));
         };
         if let Some(h) = e.hash.as_deref().map(str::trim).filter(|h| !h.is_empty()) {
-            let actual = hex(&Sha256::digest(content.as_bytes()));
+            let actual = crate::sha256_hex(content.as_bytes());
             let h = h.to_ascii_lowercase();
             if h.len() < 8 || !actual.starts_with(&h) {
                 return Err(WriteError::Invalid(format!(
@@ -471,10 +457,6 @@ fn check_evidence(
         ));
     }
     Ok(out)
-}
-
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
 /// The words that say what an item is about: lower case, three letters or more.
@@ -1132,7 +1114,7 @@ mod tests {
             matches!(write(&mut c, &r), Err(WriteError::Invalid(m)) if m.contains("does not match"))
         );
         assert_eq!(count(&c, "SELECT COUNT(*) FROM knowledge"), 0);
-        let h = hex(&Sha256::digest(b"src/retry.ts: const MAX_RETRIES = 5"));
+        let h = crate::sha256_hex(b"src/retry.ts: const MAX_RETRIES = 5");
         r.evidence_refs[0].hash = Some(h[..12].to_uppercase());
         let out = write(&mut c, &r).unwrap();
         assert_eq!(

@@ -18,6 +18,16 @@
 //! * [`log`]: the log writer, which counts a failed write instead of dying of it.
 
 pub mod app;
+
+/// The SHA-256 of `bytes` in lower-case hex: the one spelling of the hashes nmem stores (dedup
+/// targets, written bodies, document chunks, evidence).
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
 pub mod config;
 pub mod conn;
 pub mod context;

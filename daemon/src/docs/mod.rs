@@ -26,7 +26,6 @@ use nmem_proto::docs::{
 };
 use nmem_proto::query::{Observation, RetrievalSource, SearchHit};
 use rusqlite::{params, Connection, OptionalExtension};
-use sha2::{Digest, Sha256};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
@@ -48,10 +47,7 @@ struct Prepared {
 }
 
 fn sha256_hex(s: &str) -> String {
-    Sha256::digest(s.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    crate::sha256_hex(s.as_bytes())
 }
 
 /// Why a source cannot be taken, or `None`.
@@ -322,14 +318,7 @@ pub fn search(
         }
         let rows = stmt.query_map(params![q, project, limit, offset], |r| {
             let content: String = r.get(3)?;
-            let doc = DocRef {
-                source_id: r.get(4)?,
-                locator: r.get(5)?,
-                source_kind: r.get(6)?,
-                heading: r.get(7)?,
-                line_start: r.get(8)?,
-                line_end: r.get(9)?,
-            };
+            let doc = doc_ref(r)?;
             Ok(SearchHit {
                 kind: "doc".into(),
                 id: r.get(0)?,
@@ -369,6 +358,19 @@ pub fn search(
     Ok(Vec::new())
 }
 
+/// A chunk's origin, from columns 4 to 9 of the search and get queries (source id, locator,
+/// source kind, heading, first and last line).
+fn doc_ref(r: &rusqlite::Row) -> rusqlite::Result<DocRef> {
+    Ok(DocRef {
+        source_id: r.get(4)?,
+        locator: r.get(5)?,
+        source_kind: r.get(6)?,
+        heading: r.get(7)?,
+        line_start: r.get(8)?,
+        line_end: r.get(9)?,
+    })
+}
+
 /// Chunks by id, as observations of type `doc` (`get` with `doc_ids`): the text, and in the
 /// metadata where it came from.
 pub fn get(c: &Connection, ids: &[i64]) -> rusqlite::Result<Vec<Observation>> {
@@ -381,14 +383,7 @@ pub fn get(c: &Connection, ids: &[i64]) -> rusqlite::Result<Vec<Observation>> {
     for id in ids {
         let row = stmt
             .query_row([id], |r| {
-                let doc = DocRef {
-                    source_id: r.get(4)?,
-                    locator: r.get(5)?,
-                    source_kind: r.get(6)?,
-                    heading: r.get(7)?,
-                    line_start: r.get(8)?,
-                    line_end: r.get(9)?,
-                };
+                let doc = doc_ref(r)?;
                 Ok(Observation {
                     id: r.get(0)?,
                     timestamp: r.get(1)?,

@@ -4,7 +4,6 @@ use super::super::lifecycle::meta;
 use super::super::text::{line_count, str_of, truncate};
 use super::super::{Cx, Obs, ToolCall};
 use serde_json::{json, Value};
-use sha2::{Digest, Sha256};
 
 /// Characters of changed lines kept in an edit's searchable content.
 const EXCERPT: usize = 600;
@@ -48,7 +47,7 @@ pub(super) fn write(_cx: &Cx, call: &ToolCall) -> Option<Obs> {
     // Never the body: its size, line count and hash are enough to recognise it later.
     let kind = call.response.as_deref().and_then(|r| str_of(r, "type"));
     let elided = body.starts_with("[nmem: elided ");
-    let hash = hex(&Sha256::digest(body.as_bytes()));
+    let hash = crate::sha256_hex(body.as_bytes());
     let mut metadata = meta([
         ("bytes", json!(body.len())),
         ("lines", json!(line_count(body))),
@@ -235,8 +234,4 @@ fn patch_counts(patch: &Value) -> Option<(usize, usize)> {
         }
     }
     Some(counts)
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
