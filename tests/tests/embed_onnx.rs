@@ -1,25 +1,40 @@
-//! The real `nmem-embed-onnx` binary driven through `EmbedChild`, as nmemd drives it: on the
+//! The real `nmem-embed-onnx` binary (from NMEM_BIN_DIR, where scripts/build-onnx puts it)
+//! driven through `EmbedChild`, as nmemd drives it: on the
 //! committed tiny BERT (embed/testdata/tiny-bert, its ONNX form in tiny-bert-onnx, written by
 //! scripts/export-onnx.py) against the golden vectors computed independently in numpy
 //! (embed/testdata/golden.json, the ones the candle engine is tested against), and its errors
 //! when ONNX Runtime or the ONNX model is missing.
 //!
-//! ONNX Runtime is `NMEM_ORT_DYLIB` (scripts/test points it at the copy scripts/build-onnx
-//! installs); without it the tests that need it skip, or fail under NMEM_REQUIRE_ALL=1.
+//! ONNX Runtime is `NMEM_ORT_DYLIB`, else the `libonnxruntime.so` scripts/build-onnx installs
+//! beside the binary; without them the tests skip, or fail under NMEM_REQUIRE_ALL=1.
+//!
+//! These run with the workspace's tests (not `cargo test -p nmem-embed-onnx`): the binary is
+//! built once, dynamically, by scripts/build-onnx, and a test build of its crate would rebuild
+//! every dependency with `panic = unwind` in that second target folder.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+use nmem_e2e::bin;
 use nmem_embed::protocol::EmbedChild;
 use nmem_embed::{cosine, Embedder};
 use serde_json::Value;
 
-const BIN: &str = env!("CARGO_BIN_EXE_nmem-embed-onnx");
 const READY: Duration = Duration::from_secs(60);
 
 fn testdata() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../embed/testdata")
+}
+
+/// The embedder binary, or None (the test then skips, unless every test must run).
+fn binary() -> Option<PathBuf> {
+    let b = bin("nmem-embed-onnx");
+    if b.is_file() {
+        return Some(b);
+    }
+    nmem_e2e::skip_unless_required("nmem-embed-onnx is not built (scripts/build-onnx)");
+    None
 }
 
 /// A temporary model folder: the tiny BERT, with its ONNX form when `onnx`.
@@ -53,36 +68,51 @@ impl Drop for TinyModel {
 
 /// ONNX Runtime's library, or None (the test then skips, unless every test must run).
 fn runtime() -> Option<PathBuf> {
-    let found = std::env::var_os("NMEM_ORT_DYLIB")
+    // Read under the lock `spawn` holds while it points the variable elsewhere for one child.
+    let set = {
+        let _turn = ENV.lock().unwrap_or_else(|e| e.into_inner());
+        std::env::var_os("NMEM_ORT_DYLIB")
+    };
+    let found = set
         .map(PathBuf::from)
-        .filter(|p| p.is_file());
-    if found.is_none() {
-        let why = "ONNX Runtime is not there (set NMEM_ORT_DYLIB; scripts/build-onnx installs it)";
-        if std::env::var("NMEM_REQUIRE_ALL").as_deref() == Ok("1") {
-            panic!("{why}, and NMEM_REQUIRE_ALL=1 requires every test to run");
-        }
-        eprintln!("skipped: {why}");
+        .unwrap_or_else(|| bin("libonnxruntime.so"));
+    if found.is_file() {
+        return Some(found);
     }
-    found
+    nmem_e2e::skip_unless_required(
+        "ONNX Runtime is not there (scripts/build-onnx installs it beside nmem-embed-onnx, or set NMEM_ORT_DYLIB)",
+    );
+    None
 }
 
-fn spawn(model: &Path, runtime: &Path) -> Result<EmbedChild, nmem_embed::EmbedError> {
+fn spawn(bin: &Path, model: &Path, runtime: &Path) -> Result<EmbedChild, nmem_embed::EmbedError> {
     // EmbedChild passes this process's environment on: the runtime's path goes through it, so
-    // tests (threads of one process) take turns while a child starts.
-    static ENV: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    // tests (threads of one process) take turns while a child starts, and the variable is put
+    // back afterwards (another test's `runtime()` reads the one scripts/test set).
     let _turn = ENV.lock().unwrap_or_else(|e| e.into_inner());
+    let before = std::env::var_os("NMEM_ORT_DYLIB");
     std::env::set_var("NMEM_ORT_DYLIB", runtime);
-    EmbedChild::spawn(Path::new(BIN), model, READY)
+    let child = EmbedChild::spawn(bin, model, READY);
+    match before {
+        Some(v) => std::env::set_var("NMEM_ORT_DYLIB", v),
+        None => std::env::remove_var("NMEM_ORT_DYLIB"),
+    }
+    child
 }
+
+/// Guards this process's environment (see `spawn`).
+static ENV: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 #[test]
 fn vectors_match_the_golden_ones_and_ids_are_the_same() {
-    let Some(rt) = runtime() else { return };
+    let (Some(exe), Some(rt)) = (binary(), runtime()) else {
+        return;
+    };
     let model = TinyModel::new("golden", true);
     let golden: Value =
         serde_json::from_slice(&std::fs::read(testdata().join("golden.json")).unwrap()).unwrap();
     let cases = golden["cases"].as_array().unwrap();
-    let mut child = spawn(&model.0, &rt).unwrap();
+    let mut child = spawn(&exe, &model.0, &rt).unwrap();
     assert_eq!(child.dim(), golden["dim"].as_u64().unwrap() as usize);
     assert_eq!(
         child.max_tokens(),
@@ -108,11 +138,18 @@ fn vectors_match_the_golden_ones_and_ids_are_the_same() {
     }
     // A text alone and in a batch get the same vector (padding does not leak into pooling).
     let alone = Embedder::embed(&mut child, &texts[..1]).unwrap();
-    assert!(cosine(&alone[0], &vectors[0]) > 0.9999);
+    // Not bit for bit: the int8 graph quantises activations with a scale taken over the whole
+    // batch (dynamic quantisation), so a batch moves a vector by about 1e-4 in cosine; padding
+    // leaking into the pooling would move it by far more.
+    let same = cosine(&alone[0], &vectors[0]);
+    assert!(
+        same > 0.999,
+        "cosine {same} between a text alone and in a batch"
+    );
 
     // The same token ids as the candle engine: `--embed` prints them.
     for case in cases {
-        let out = Command::new(BIN)
+        let out = Command::new(&exe)
             .arg("--model-dir")
             .arg(&model.0)
             .arg("--embed")
@@ -132,8 +169,9 @@ fn vectors_match_the_golden_ones_and_ids_are_the_same() {
 
 #[test]
 fn a_missing_runtime_is_a_clear_error() {
+    let Some(exe) = binary() else { return };
     let model = TinyModel::new("noruntime", true);
-    let err = spawn(&model.0, Path::new("/nonexistent/libonnxruntime.so"))
+    let err = spawn(&exe, &model.0, Path::new("/nonexistent/libonnxruntime.so"))
         .unwrap_err()
         .to_string();
     assert!(
@@ -145,9 +183,10 @@ fn a_missing_runtime_is_a_clear_error() {
 
 #[test]
 fn a_model_without_its_onnx_form_says_how_to_get_it() {
+    let Some(exe) = binary() else { return };
     let model = TinyModel::new("noonnx", false);
     let rt = runtime().unwrap_or_else(|| PathBuf::from("/nonexistent/libonnxruntime.so"));
-    let err = spawn(&model.0, &rt).unwrap_err().to_string();
+    let err = spawn(&exe, &model.0, &rt).unwrap_err().to_string();
     assert!(
         err.contains("has no model.int8.onnx") && err.contains("scripts/fetch-model"),
         "{err}"
@@ -156,7 +195,8 @@ fn a_model_without_its_onnx_form_says_how_to_get_it() {
 
 #[test]
 fn help_is_accurate() {
-    let out = Command::new(BIN).arg("--help").output().unwrap();
+    let Some(exe) = binary() else { return };
+    let out = Command::new(&exe).arg("--help").output().unwrap();
     assert!(out.status.success());
     let help = String::from_utf8(out.stdout).unwrap();
     for word in [
@@ -170,7 +210,7 @@ fn help_is_accurate() {
     ] {
         assert!(help.contains(word), "--help lacks {word}: {help}");
     }
-    let bad = Command::new(BIN).arg("--bogus").output().unwrap();
+    let bad = Command::new(&exe).arg("--bogus").output().unwrap();
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("see nmem-embed-onnx --help"));
 }
