@@ -28,6 +28,8 @@ pub struct App {
     pub started: Instant,
     /// Problems a person must fix, each saying how (bad config patterns, …).
     pub warnings: Vec<String>,
+    /// The web viewer's listener (`nmem ui`), its token and readiness.
+    pub web: crate::web::Web,
 }
 
 impl App {
@@ -86,6 +88,7 @@ impl App {
             digests: Default::default(),
             started: Instant::now(),
             warnings,
+            web: crate::web::Web::new(config.http.clone(), &paths.state),
             paths,
             config,
         };
@@ -138,6 +141,7 @@ pub async fn status(app: &App) -> Result<wire::Status, String> {
     s.last_maintenance_ms = nonzero(Stats::get(&st.last_maintenance_ms));
     s.degraded.extend(app.warnings.iter().cloned());
     s.embedding = embedding(app).await;
+    s.ui = crate::web::status(app);
     if Stats::get(&st.commit_failing) == 1 {
         s.degraded.push(format!(
             "writes are failing ({}): check the free space and permissions of {}; hooks keep spooling meanwhile",

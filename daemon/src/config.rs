@@ -20,6 +20,34 @@ pub struct Config {
     pub search: SearchConfig,
     pub embed: EmbedConfig,
     pub limits: LimitsConfig,
+    pub http: HttpConfig,
+}
+
+/// `[http]`: the web viewer's listener (`nmem ui`). Off unless asked for; loopback only unless
+/// `allow_remote` says otherwise.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HttpConfig {
+    /// Listen from the start, without waiting for `nmem ui`.
+    pub enabled: bool,
+    /// The port asked for; a free one is taken when it is in use.
+    pub port: u16,
+    /// The address to listen on: a loopback address unless `allow_remote = true`.
+    pub bind: String,
+    /// Allow `bind` to be a non-loopback address (anyone who can reach it and has the token
+    /// reads the whole memory): logged as a warning.
+    pub allow_remote: bool,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        HttpConfig {
+            enabled: false,
+            port: 37777,
+            bind: "127.0.0.1".into(),
+            allow_remote: false,
+        }
+    }
 }
 
 /// Bounds on what one client, or all of them together, can make the daemon hold or do. Every

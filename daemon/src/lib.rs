@@ -48,3 +48,4 @@ pub mod server;
 pub mod spool;
 pub mod stats;
 pub mod store;
+pub mod web;

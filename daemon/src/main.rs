@@ -248,12 +248,24 @@ fn run() -> anyhow::Result<()> {
             let app = app.clone();
             async move {
                 listener::shutdown_signal().await;
-                // Running queries end now (interrupted), so connections can finish.
+                // Running queries end now (interrupted), so connections can finish; so do
+                // the viewer's event streams.
                 app.readers.interrupt_all();
+                let _ = app.web.closing.send(true);
                 exit_watchdog();
             }
         };
         let router = server::router(app.clone(), limits.clone());
+        // The web viewer: off unless `[http] enabled` (else `nmem ui` starts it).
+        app.web.set_limits(limits.clone());
+        app.web
+            .ready
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        if app.config.http.enabled {
+            if let Err(e) = nmem_daemon::web::start(&app).await {
+                tracing::error!("the web viewer did not start: {}", e.message);
+            }
+        }
         // The accept loop runs as a task on the workers, not on this thread: a connection's task
         // is then spawned onto the worker that accepted it and runs next there, instead of
         // waking a worker from this thread for every new connection (each hook's).
@@ -263,6 +275,7 @@ fn run() -> anyhow::Result<()> {
             tracing::error!("the accept loop ended abnormally: {e}");
         }
         // No new connections; in-flight requests have their replies. Finish the queue.
+        app.web.stop().await;
         let _ = stop_tx.send(true);
         let _ = drainer.await;
         let _ = maintainer.await;

@@ -41,6 +41,9 @@ pub fn router(app: Arc<App>, limits: Arc<crate::conn::Limits>) -> Router {
         .route(wire::PATH_KNOWLEDGE, post(knowledge_remember))
         .route(wire::PATH_KNOWLEDGE_LIFECYCLE, post(knowledge_lifecycle))
         .route(wire::PATH_KNOWLEDGE_LIST, post(knowledge_list))
+        .route(wire::PATH_UI, post(crate::web::control))
+        // The viewer's API without a token: this socket is the owner's alone.
+        .merge(crate::web::api::routes())
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(limits.max_body))
         .layer(axum::middleware::from_fn_with_state(
@@ -142,7 +145,7 @@ impl From<QueryError> for ApiError {
 }
 
 /// A JSON body, with a clear error when it is not one.
-fn body<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+pub fn body<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     serde_json::from_slice(bytes).map_err(|e| {
         ApiError::new(
             StatusCode::BAD_REQUEST,
@@ -156,7 +159,7 @@ async fn search(
     State(app): State<Arc<App>>,
     b: Bytes,
 ) -> Result<Json<query_types::SearchReply>, ApiError> {
-    Ok(Json(query::search(&app, body(&b)?).await?))
+    Ok(Json(crate::web::ops::traced_search(&app, body(&b)?).await?))
 }
 
 /// `nmemctl model import|remove` changed the models folder: use what is there now.
@@ -228,7 +231,10 @@ async fn maintain(State(app): State<Arc<App>>) -> Result<Json<crate::maintain::R
     Ok(Json(crate::maintain::now(&app).await?))
 }
 
-async fn pin(State(app): State<Arc<App>>, b: Bytes) -> Result<Json<wire::PinRequest>, ApiError> {
+pub async fn pin(
+    State(app): State<Arc<App>>,
+    b: Bytes,
+) -> Result<Json<wire::PinRequest>, ApiError> {
     let req: wire::PinRequest = body(&b)?;
     let (id, pinned) = (req.id, req.pinned);
     app.writer
@@ -384,6 +390,12 @@ async fn record(
     body: Bytes,
 ) -> Result<Json<RecordReply>, ApiError> {
     let raw = raw_event(&headers, body)?;
+    Ok(Json(record_event(&app, raw).await?))
+}
+
+/// Prepare, queue and commit one event: what `POST /v1/events` does, and the web API's hook
+/// entry points (`/api/sessions/*`) too, so both feed the same ingest.
+pub async fn record_event(app: &Arc<App>, raw: RawEvent) -> Result<RecordReply, ApiError> {
     let harness = raw.harness;
     // Off the async workers: preparing looks up the project's git root on disk and reads the
     // transcript, and a slow file system must not stall other requests. The blocking thread
@@ -428,6 +440,8 @@ async fn record(
     let (session, start) = match prep {
         Some(Prep::Rejected(message)) => {
             crate::stats::Stats::add(&app.stats.rejected, 1);
+            app.stats.ops.failure("rejected_payload", &message);
+            app.stats.feed.failed("rejected_payload", &message);
             return Err(ApiError::new(
                 StatusCode::UNPROCESSABLE_ENTITY,
                 code::INVALID_PAYLOAD,
@@ -435,12 +449,12 @@ async fn record(
             ));
         }
         Some(Prep::Ignored) => {
-            return Ok(Json(RecordReply {
+            return Ok(RecordReply {
                 outcome: RecordOutcome::Ignored,
                 kind: None,
                 id: None,
                 output: None,
-            }))
+            })
         }
         Some(Prep::Queued { session, start }) => (session, start),
         // The blocking task never ran (the runtime is shutting down).
@@ -455,16 +469,16 @@ async fn record(
         })?;
     let output = match start {
         Some((project, session, source)) => {
-            crate::context::session_start_output(&app, harness, &project, &session, &source).await
+            crate::context::session_start_output(app, harness, &project, &session, &source).await
         }
         None => None,
     };
-    Ok(Json(RecordReply {
+    Ok(RecordReply {
         outcome: applied.outcome,
         kind: applied.kind.map(str::to_string),
         id: applied.id,
         output,
-    }))
+    })
 }
 
 async fn health(State(app): State<Arc<App>>) -> Json<wire::Health> {

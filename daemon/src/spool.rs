@@ -158,8 +158,10 @@ fn quarantine(app: &App, path: &Path, why: &str) {
     match std::fs::rename(path, &dst) {
         Ok(()) => {
             Stats::add(&app.stats.spool_corrupt, 1);
-            app.stats
-                .error(format!("spool file moved to {}: {why}", dst.display()));
+            app.stats.failure(
+                "spool_corrupt",
+                format!("spool file moved to {}: {why}", dst.display()),
+            );
         }
         Err(e) => app.stats.error(format!(
             "cannot move corrupt spool file {}: {e}",

@@ -25,6 +25,10 @@ pub struct Stats {
     last_error: Mutex<Option<String>>,
     /// Events stored per second over the last minute: (second, count).
     recent: Mutex<std::collections::VecDeque<(u64, u64)>>,
+    /// What was stored or failed, as it happens: the viewer's live stream (`/api/events`).
+    pub feed: crate::web::feed::Feed,
+    /// Recent searches, commits and failures, for the viewer's ops routes (`/api/ops/*`).
+    pub ops: crate::web::ops::Ops,
 }
 
 impl Stats {
@@ -38,6 +42,15 @@ impl Stats {
 
     pub fn get(counter: &AtomicU64) -> u64 {
         counter.load(Relaxed)
+    }
+
+    /// A failure of a class (`rejected_payload`, `spool_corrupt`, `event_failed`,
+    /// `commit_failed`): remembered for status, the failure summary and the live stream.
+    pub fn failure(&self, class: &'static str, msg: impl Into<String>) {
+        let msg = msg.into();
+        self.ops.failure(class, &msg);
+        self.feed.failed(class, &msg);
+        self.error(msg);
     }
 
     /// Remember the latest error for status (and log it).

@@ -24,6 +24,10 @@
 //! | `POST /v1/knowledge/lifecycle` | [`crate::knowledge::LifecycleRequest`] | [`crate::knowledge::LifecycleReply`] |
 //! | `POST /v1/knowledge/list` | [`crate::knowledge::ListRequest`] | [`crate::knowledge::ListReply`] |
 //! | `POST /v1/model/reload` | [`crate::admin::Empty`] | [`Embedding`] (after `nmemctl model import|remove`) |
+//! | `POST /v1/ui` | [`UiRequest`] | [`UiReply`] (the web viewer's listener: start, stop, rotate its token, or ask) |
+//!
+//! The web viewer's `/api/*` routes (CodexMem's worker API, adapted) are served on this socket
+//! too, without a token; on its TCP listener they need one (see the daemon's `web` module).
 
 use serde::{Deserialize, Serialize};
 
@@ -46,6 +50,7 @@ pub const PATH_MODEL_RELOAD: &str = "/v1/model/reload";
 pub const PATH_KNOWLEDGE: &str = "/v1/knowledge";
 pub const PATH_KNOWLEDGE_LIFECYCLE: &str = "/v1/knowledge/lifecycle";
 pub const PATH_KNOWLEDGE_LIST: &str = "/v1/knowledge/list";
+pub const PATH_UI: &str = "/v1/ui";
 
 /// Unique per `nmem record` invocation; makes a replay from the spool idempotent.
 pub const H_EVENT_ID: &str = "x-nmem-event-id";
@@ -121,6 +126,36 @@ pub struct PinRequest {
     pub pinned: bool,
 }
 
+/// `POST /v1/ui`: what to do with the web viewer's listener (`nmem ui`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields, tag = "action")]
+pub enum UiRequest {
+    /// Listen (if not already) and reply with the URL.
+    Start,
+    /// Stop listening; open pages lose their connection.
+    Stop,
+    /// Replace the token: every open page and script must use the new URL or token.
+    Rotate,
+    /// Only say whether it listens.
+    Status,
+}
+
+/// The web viewer's listener, as `nmem ui` and `nmemctl status` show it.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct UiReply {
+    pub listening: bool,
+    /// `127.0.0.1:37777` when listening.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address: Option<String>,
+    /// The URL to open, with the token (only in the reply to `start` and `rotate`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// Why it is not where config asked (the port was taken), or that it listens beyond
+    /// loopback.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct ErrorBody {
     pub code: String,
@@ -141,6 +176,12 @@ pub mod code {
     pub const INTERNAL: &str = "internal";
     /// A query spent its time budget (`[limits] query_timeout_ms`) and was stopped.
     pub const QUERY_TIMEOUT: &str = "query_timeout";
+    /// The viewer's API without its token (TCP only).
+    pub const UNAUTHORIZED: &str = "unauthorized";
+    /// The viewer's API refused the request's Host or Origin.
+    pub const FORBIDDEN: &str = "forbidden";
+    /// A CodexMem route about its LLM, which nmem does not have.
+    pub const NOT_IMPLEMENTED: &str = "not_implemented";
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -207,6 +248,9 @@ pub struct Status {
     /// Log lines the daemon could not write (stderr full or closed): counted and dropped.
     #[serde(default)]
     pub log_write_failures: u64,
+    /// The web viewer's listener (`nmem ui`), when it listens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ui: Option<UiReply>,
 }
 
 /// Semantic search's state: the model, how many rows have a vector, how many wait.

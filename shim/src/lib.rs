@@ -23,3 +23,4 @@ pub mod install;
 pub mod knowledge;
 pub mod render;
 pub mod serve;
+pub mod ui;

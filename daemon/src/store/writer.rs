@@ -376,25 +376,38 @@ fn finish(
                     .filter(|r| matches!(r, Ok(a) if a.outcome == RecordOutcome::Stored))
                     .count() as u64,
             );
+            let commit_ms = started.elapsed().as_secs_f64() * 1000.0;
+            stats.ops.commit(
+                results.len(),
+                commit_ms,
+                batch.first().map(|(ev, _)| ev.received_at),
+            );
             for ((ev, reply), res) in batch.drain(..).zip(results) {
                 match &res {
                     Ok(a) => match a.outcome {
                         RecordOutcome::Stored => {
                             Stats::add(&stats.events_recorded, 1);
                             Stats::add(&stats.redactions, ev.redactions as u64);
+                            stats.feed.stored(&ev, a);
                         }
                         RecordOutcome::Duplicate => Stats::add(&stats.duplicates, 1),
                         RecordOutcome::Deduplicated => Stats::add(&stats.dedup_hits, 1),
                         RecordOutcome::Ignored => {}
                     },
-                    Err(e) => stats.error(format!("event {} not stored: {e}", ev.event_id)),
+                    Err(e) => stats.failure(
+                        "event_failed",
+                        format!("event {} not stored: {e}", ev.event_id),
+                    ),
                 }
                 let _ = reply.send(res);
             }
         }
         Err(e) => {
             Stats::set(&stats.commit_failing, 1);
-            stats.error(format!("commit of {} events failed: {e}", batch.len()));
+            stats.failure(
+                "commit_failed",
+                format!("commit of {} events failed: {e}", batch.len()),
+            );
             for (_, reply) in batch.drain(..) {
                 let _ = reply.send(Err(WriteError::Storage(e.to_string())));
             }

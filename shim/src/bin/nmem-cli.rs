@@ -287,6 +287,20 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// The web viewer: asks nmemd to listen on 127.0.0.1 (`[http] port`, default 37777, or a
+    /// free port), prints its URL (with the token the page needs) and opens a browser when
+    /// there is one. The listener stays in nmemd until `nmem ui --stop` or nmemd stops.
+    Ui {
+        /// Stop listening.
+        #[arg(long, conflicts_with = "rotate")]
+        stop: bool,
+        /// Replace the token (open pages and scripts need the new URL).
+        #[arg(long)]
+        rotate: bool,
+        /// Print the reply as JSON (`listening`, `address`, `url`, `warnings`).
+        #[arg(long)]
+        json: bool,
+    },
     /// Remember something for later sessions.
     Save {
         #[arg(required = true)]
@@ -687,6 +701,7 @@ fn main() -> ExitCode {
             all,
             json,
         ),
+        Command::Ui { stop, rotate, json } => nmem_shim::ui::run(stop, rotate, json),
         Command::Save {
             text,
             title,

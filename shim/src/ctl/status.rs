@@ -238,6 +238,12 @@ fn print_human(s: &wire::Status) {
     );
     if s.running && answering {
         println!("queue      {} of {}", s.queue_depth, s.queue_capacity);
+        match s.ui.as_ref().and_then(|u| u.address.as_ref()) {
+            Some(a) => println!(
+                "viewer     listening on http://{a}/ (`nmem ui` prints the URL with its token)"
+            ),
+            None => println!("viewer     off (`nmem ui` starts it)"),
+        }
         match &s.embedding {
             Some(e) => match (&e.model, &e.problem) {
                 (_, Some(p)) => println!("embedding  unusable: {p}"),
