@@ -592,7 +592,10 @@ fn session_json(r: &rusqlite::Row) -> rusqlite::Result<Value> {
     }))
 }
 
-/// Sessions newest first, of a project (its (project, started_at) index) or all.
+/// Sessions newest first: of a project by start (its (project, started_at) index); of every
+/// project by row, newest created first (the rowid order: there is no index on `started_at`
+/// alone, and a sort computed the prompt count of every session first, 160 ms for 12,036
+/// sessions at 1M observations; in rowid order only the page's 51 rows are read, 0.3 ms).
 async fn sessions(State(app): State<Arc<App>>, uri: Uri) -> R {
     let m = params(&uri)?;
     let (limit, offset) = page(&m);
@@ -600,14 +603,14 @@ async fn sessions(State(app): State<Arc<App>>, uri: Uri) -> R {
     let rows = app
         .readers
         .run(move |c| {
-            let filter = if project.is_some() {
-                "s.project = ?1"
+            let (filter, order) = if project.is_some() {
+                ("s.project = ?1", "s.started_at DESC")
             } else {
-                "?1 IS NULL"
+                ("?1 IS NULL", "s.rowid DESC")
             };
             c.prepare_cached(&format!(
                 "SELECT {SESSION_COLUMNS} FROM sessions s WHERE {filter}
-                 ORDER BY s.started_at DESC LIMIT ?2 OFFSET ?3"
+                 ORDER BY {order} LIMIT ?2 OFFSET ?3"
             ))?
             .query_map(rusqlite::params![project, limit + 1, offset], session_json)?
             .collect::<Result<Vec<_>, _>>()
