@@ -89,13 +89,40 @@ const VALUE_OPTIONS: &[&str] = &[
 ];
 const SWITCHES: &[&str] = &["--hook", "--ingest-only", "--search-only"];
 
-/// The first argument that is not an option nmem-bench knows, or an option missing its value.
+/// Options whose value is a count (or, for `--scales`, a comma-separated list of counts), with
+/// the smallest value that makes sense (`--import-records 0` skips the import).
+const COUNT_OPTIONS: &[(&str, usize)] = &[
+    ("--runs", 1),
+    ("--events", 1),
+    ("--scales", 1),
+    ("--scale", 1),
+    ("--import-records", 0),
+    ("--rounds", 1),
+];
+
+/// The first argument that is not an option nmem-bench knows, an option missing its value, or a
+/// count that is not one: checked before anything runs, so a typo costs nothing.
 fn bad_argument(args: &[String]) -> Option<String> {
     let mut it = args.iter().skip(1);
     while let Some(a) = it.next() {
         if VALUE_OPTIONS.contains(&a.as_str()) {
-            if it.next().is_none() {
+            let Some(v) = it.next() else {
                 return Some(format!("{a} needs a value"));
+            };
+            if let Some((_, min)) = COUNT_OPTIONS.iter().find(|(o, _)| o == a) {
+                let ok = v
+                    .split(',')
+                    .all(|n| n.trim().parse::<usize>().is_ok_and(|n| n >= *min));
+                if !ok || (a != "--scales" && v.contains(',')) {
+                    return Some(format!(
+                        "{a} takes {} (at least {min}), not `{v}`",
+                        if a == "--scales" {
+                            "a comma-separated list of whole numbers"
+                        } else {
+                            "a whole number"
+                        }
+                    ));
+                }
             }
         } else if !SWITCHES.contains(&a.as_str()) {
             return Some(format!("unknown argument `{a}`"));

@@ -207,6 +207,12 @@ pub struct Status {
     /// Log lines the daemon could not write (stderr full or closed): counted and dropped.
     #[serde(default)]
     pub log_write_failures: u64,
+    /// SessionStart digests computed off the hook's path (after writes settle), and those a
+    /// SessionStart computed itself because none was current (issue 15).
+    #[serde(default)]
+    pub digests_precomputed: u64,
+    #[serde(default)]
+    pub digests_on_demand: u64,
 }
 
 /// Semantic search's state: the model, how many rows have a vector, how many wait.

@@ -1,0 +1,96 @@
+//! `nmem-bench`'s command line: `--help` prints the usage (every option, and runs nothing), and a
+//! bad option or value is refused at once with a pointer to `--help`, before any benchmark
+//! starts (a typo must not start an hour-long run, nor build a database).
+
+use nmem_e2e::*;
+use std::process::{Command, Output, Stdio};
+
+fn bench(args: &[&str], tmp: &std::path::Path) -> Output {
+    Command::new(bin("nmem-bench"))
+        .args(args)
+        // The benchmark's scratch homes go under TMPDIR: an empty one shows nothing ran.
+        .env("TMPDIR", tmp)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run nmem-bench")
+}
+
+fn empty(dir: &std::path::Path) -> bool {
+    std::fs::read_dir(dir).unwrap().next().is_none()
+}
+
+#[test]
+fn help_lists_every_option_and_runs_nothing() {
+    let home = Home::new("benchhelp");
+    let tmp = home.dir.join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    for flag in ["--help", "-h"] {
+        // Also after other options: --help wins over a run.
+        for args in [vec![flag], vec!["--events", "10", flag]] {
+            let out = bench(&args, &tmp);
+            assert!(out.status.success(), "{args:?}: {out:?}");
+            let text = String::from_utf8_lossy(&out.stdout);
+            assert!(text.starts_with("nmem-bench:"), "{text}");
+            for option in [
+                "--runs",
+                "--events",
+                "--scales",
+                "--scale",
+                "--import-records",
+                "--model",
+                "--json",
+                "--corpus",
+                "--ingest-only",
+                "--rounds",
+                "--search-only",
+                "--home",
+                "--fill",
+                "--eval",
+                "--config",
+                "--ablate",
+                "--keep",
+                "--hook",
+                "--against",
+                "--help",
+            ] {
+                // The option itself, not a longer one it begins (`--scale` in `--scales`).
+                let named = text.match_indices(option).any(|(i, _)| {
+                    !text[i + option.len()..].starts_with(|c: char| c.is_alphanumeric() || c == '-')
+                });
+                assert!(named, "{option} missing from the help:\n{text}");
+            }
+            assert!(
+                out.stderr.is_empty(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert!(empty(&tmp), "--help started a benchmark");
+        }
+    }
+}
+
+#[test]
+fn a_bad_option_or_value_is_refused_before_anything_runs() {
+    let home = Home::new("benchbad");
+    let tmp = home.dir.join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    for (args, says) in [
+        (vec!["--runz", "10"], "unknown argument `--runz`"),
+        (vec!["--ingest-only", "--events"], "--events needs a value"),
+        (vec!["--runs", "ten"], "--runs takes a whole number"),
+        (vec!["--ingest-only", "--events", "0"], "at least 1"),
+        (vec!["--scales", "10000,lots"], "comma-separated list"),
+        (vec!["--rounds", "-1"], "--rounds takes a whole number"),
+        (vec!["--scale", "10,20"], "--scale takes a whole number"),
+    ] {
+        let out = bench(&args, &tmp);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {out:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(says) && err.contains("nmem-bench --help"),
+            "{args:?}: {err}"
+        );
+        assert!(out.stdout.is_empty(), "{args:?} printed a run's output");
+        assert!(empty(&tmp), "{args:?} started a benchmark");
+    }
+}
