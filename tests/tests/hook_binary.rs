@@ -248,23 +248,3 @@ fn a_session_start_after_writes_settle_reads_a_precomputed_digest() {
         );
     }
 }
-
-/// The hook is built on its own (`nmem_build` in scripts/env.sh): built with the workspace, it
-/// carries the features other crates turn on in the dependencies it shares, serde_json's
-/// `preserve_order` among them (an IndexMap, whose hasher `getrandom` seeds at every parse), and
-/// starts 15-19% slower. Panic locations name the crates a binary holds, stripped or not.
-#[test]
-fn the_hook_links_only_what_it_needs() {
-    let nmem = bin("nmem");
-    let bytes = std::fs::read(&nmem).unwrap();
-    for unwanted in ["indexmap", "hashbrown", "schemars", "tokio", "rusqlite"] {
-        assert!(
-            !bytes
-                .windows(unwanted.len())
-                .any(|w| w == unwanted.as_bytes()),
-            "{} holds {unwanted}: it was built with the workspace's features; build it alone \
-             after the workspace (`. scripts/env.sh && nmem_build`)",
-            nmem.display()
-        );
-    }
-}
