@@ -94,3 +94,43 @@ fn a_bad_option_or_value_is_refused_before_anything_runs() {
         assert!(empty(&tmp), "{args:?} started a benchmark");
     }
 }
+
+/// `--hook` measures copies of the hook binaries, as an install places them (run from the file
+/// the linker wrote, the same bytes start measurably slower), prints each phase as a ratio to
+/// `/bin/true`, and leaves neither copies nor homes behind.
+#[test]
+fn the_hook_is_measured_from_a_copy_and_nothing_is_left_behind() {
+    let home = Home::new("benchhook");
+    let tmp = home.dir.join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let out = Command::new(bin("nmem-bench"))
+        .args(["--hook", "--runs", "3"])
+        .env("TMPDIR", &tmp)
+        .env("NMEM_BIN_DIR", bin_dir())
+        .stdin(Stdio::null())
+        .output()
+        .expect("run nmem-bench");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    let copy = format!(
+        "(run from a copy: {}",
+        tmp.join("nmem-bench-bin-").display()
+    );
+    assert!(text.contains(&copy), "{copy} not in:\n{text}");
+    for phase in [
+        "nmem record --help (process start)",
+        "nmem record, daemon up (ack after commit)",
+        "nmem record, daemon down (spool)",
+    ] {
+        assert!(
+            text.lines()
+                .any(|l| l.contains(phase) && l.contains("× /bin/true")),
+            "{phase}:\n{text}"
+        );
+    }
+    assert!(
+        empty(&tmp),
+        "left behind: {:?}",
+        std::fs::read_dir(&tmp).unwrap().collect::<Vec<_>>()
+    );
+}
