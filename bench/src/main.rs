@@ -188,6 +188,19 @@ fn run() -> anyhow::Result<()> {
     let bench_start = Instant::now();
 
     let bins = bin_dir();
+    // Every mode runs the daemon and the hook: say so before anything starts, not with an
+    // `os error 2` from the first spawn.
+    if let Some(missing) = ["nmemd", "nmem", "nmem-cli"]
+        .iter()
+        .find(|b| !bins.join(b).is_file())
+    {
+        eprintln!(
+            "nmem-bench: no {missing} in {}: build the binaries first (scripts/bench does), or \
+             point NMEM_BIN_DIR at the folder that holds them",
+            bins.display()
+        );
+        std::process::exit(2);
+    }
     if let Some(file) = opt("--eval") {
         let model = opt("--model").map(PathBuf::from);
         let config = opt("--config").map(PathBuf::from);

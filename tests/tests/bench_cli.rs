@@ -8,6 +8,8 @@ use std::process::{Command, Output, Stdio};
 fn bench(args: &[&str], tmp: &std::path::Path) -> Output {
     Command::new(bin("nmem-bench"))
         .args(args)
+        // A folder without nmem's binaries: any run that got past the checks would fail on it.
+        .env("NMEM_BIN_DIR", tmp.join("no-binaries-here"))
         // The benchmark's scratch homes go under TMPDIR: an empty one shows nothing ran.
         .env("TMPDIR", tmp)
         .stdin(Stdio::null())
@@ -82,14 +84,18 @@ fn a_bad_option_or_value_is_refused_before_anything_runs() {
         (vec!["--scales", "10000,lots"], "comma-separated list"),
         (vec!["--rounds", "-1"], "--rounds takes a whole number"),
         (vec!["--scale", "10,20"], "--scale takes a whole number"),
+        // No binaries where NMEM_BIN_DIR points: said before any daemon is started.
+        (
+            vec!["--ingest-only", "--events", "10"],
+            "point NMEM_BIN_DIR at",
+        ),
     ] {
         let out = bench(&args, &tmp);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {out:?}");
         let err = String::from_utf8_lossy(&out.stderr);
-        assert!(
-            err.contains(says) && err.contains("nmem-bench --help"),
-            "{args:?}: {err}"
-        );
+        // An argument error points at the usage; a missing binary says where to build it.
+        let points = err.contains("nmem-bench --help") || err.contains("scripts/bench");
+        assert!(err.contains(says) && points, "{args:?}: {err}");
         assert!(out.stdout.is_empty(), "{args:?} printed a run's output");
         assert!(empty(&tmp), "{args:?} started a benchmark");
     }
