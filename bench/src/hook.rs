@@ -9,6 +9,7 @@
 //! the daemon up (3 KB PostToolUse, ack after commit), SessionStart with its digest (only with
 //! `--home DIR`, a database `nmem-bench --fill DIR` built), and the daemon down (spool); the
 //! differences between them say where the hook's time goes. The daemon is this build's `nmemd` for every variant: only the hook binary differs.
+//! Each binary runs from a fresh copy, as an install places it (`crate::installed_copy`).
 
 use crate::{bash_payload, ms, pct, start_daemon};
 use std::io::Write;
@@ -178,8 +179,20 @@ pub fn run(
             nmem: bins.join("nmem"),
         },
     );
-    for v in &variants {
-        println!("{:<12} {}", v.name, v.nmem.display());
+    // Every variant runs from a copy, as installed (`crate::installed_copy` says why).
+    for (i, v) in variants.iter_mut().enumerate() {
+        let copy = if i == 0 {
+            crate::hook_bin(bins)
+        } else {
+            crate::installed_copy(&v.nmem, &format!("variant-{i}"))?
+        };
+        println!(
+            "{:<12} {} (run from a copy: {})",
+            v.name,
+            v.nmem.display(),
+            copy.display()
+        );
+        v.nmem = copy;
     }
     let home = std::env::temp_dir().join(format!("nmem-bench-hook-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&home);

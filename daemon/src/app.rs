@@ -134,6 +134,8 @@ pub async fn status(app: &App) -> Result<wire::Status, String> {
     s.redactions = Stats::get(&st.redactions);
     s.spool_drained = Stats::get(&st.spool_drained);
     s.log_write_failures = crate::log::write_failures();
+    s.digests_precomputed = Stats::get(&app.digests.precomputed);
+    s.digests_on_demand = Stats::get(&app.digests.on_demand);
     s.last_error = st.last_error();
     s.ingest_per_s = st.ingest_rate();
     let nonzero = |v: u64| (v > 0).then_some(v);

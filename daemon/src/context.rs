@@ -130,6 +130,11 @@ const CACHED_PROJECTS: usize = 256;
 #[derive(Default)]
 pub struct DigestCache {
     entries: std::sync::Mutex<CacheMap>,
+    /// Digests computed by the warmer, off the hook's path (`nmemctl status`).
+    pub precomputed: std::sync::atomic::AtomicU64,
+    /// Digests a SessionStart had to compute itself (none was current): the hook waited for
+    /// the digest's queries. Counted so a test and `nmemctl status` can tell the two apart.
+    pub on_demand: std::sync::atomic::AtomicU64,
 }
 
 #[derive(Default)]
@@ -155,6 +160,8 @@ impl DigestCache {
             return Ok(data);
         }
         let data = Arc::new(gather(&tx, project, "", "startup")?);
+        self.on_demand
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.put(project, generation, data.clone());
         Ok(data)
     }
@@ -232,6 +239,8 @@ impl DigestCache {
                 continue;
             }
             let data = Arc::new(gather(&tx, &project, "", "startup")?);
+            self.precomputed
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             self.put(&project, generation, data);
             done += 1;
         }

@@ -251,6 +251,12 @@ pub struct Status {
     /// The web viewer's listener (`nmem ui`), when it listens.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ui: Option<UiReply>,
+    /// SessionStart digests computed off the hook's path (after writes settle), and those a
+    /// SessionStart computed itself because none was current (issue 15).
+    #[serde(default)]
+    pub digests_precomputed: u64,
+    #[serde(default)]
+    pub digests_on_demand: u64,
 }
 
 /// Semantic search's state: the model, how many rows have a vector, how many wait.

@@ -2,7 +2,8 @@
 //! `nmem-cli`, which it `exec`s for every other subcommand. These tests run the real binaries
 //! (and the real daemon) and check that the split is invisible: the same output, exit status and
 //! stdin/stdout as one binary, a clear message when the companion is missing, and the
-//! SessionStart digest, now served from a cache, still showing the latest write.
+//! SessionStart digest, now served from a cache, still showing the latest write, and precomputed
+//! after writes settle so a SessionStart only reads it.
 
 use nmem_e2e::*;
 use std::io::Write;
@@ -205,4 +206,45 @@ fn the_digest_shows_the_latest_write_though_it_is_cached() {
         third.contains("Reconcile the ledger against the bank feed"),
         "{third}"
     );
+}
+
+fn status(home: &Home) -> serde_json::Value {
+    let out = run(home.cmd("nmemctl").args(["status", "--json"]));
+    assert!(out.status.success(), "{out:?}");
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn counter(home: &Home, name: &str) -> u64 {
+    status(home)[name]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{name}"))
+}
+
+#[test]
+fn a_session_start_after_writes_settle_reads_a_precomputed_digest() {
+    let home = Home::new("digestwarm");
+    let _d = home.start();
+    for (round, text) in [
+        (1, "Split the invoice importer into parse and post"),
+        (2, "Retry the bank feed download with a backoff"),
+    ] {
+        let before = counter(&home, "digests_precomputed");
+        let out = home.record("claude-code", &prompt(&format!("w{round}"), text));
+        assert!(out.status.success(), "{out:?}");
+        // The warmer runs once writes have settled (about half a second): the digest of the
+        // project just written is computed there, not by the next SessionStart.
+        wait_until(
+            "the warmer to precompute the written project's digest",
+            Duration::from_secs(30),
+            || counter(&home, "digests_precomputed") > before,
+        );
+        let on_demand = counter(&home, "digests_on_demand");
+        let d = digest(&home, &format!("s{round}"));
+        assert!(d.contains(text), "round {round}: {d}");
+        assert_eq!(
+            counter(&home, "digests_on_demand"),
+            on_demand,
+            "round {round}: the SessionStart computed its digest instead of reading the stored one"
+        );
+    }
 }
