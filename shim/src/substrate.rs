@@ -798,7 +798,7 @@ impl Substrate {
                 c
             } else {
                 crate::docs::collect(&o, &indicatif::ProgressBar::hidden())
-                    .or_else(|e| value_error(e))?
+                    .or_else(value_error)?
             };
             if pdf_or_md == "markdown" {
                 for s in &mut c.sources {
@@ -1069,7 +1069,7 @@ impl Substrate {
                         }
                     }
                 }
-                dated.sort_by(|a, b| b.0.cmp(&a.0));
+                dated.sort_by_key(|d| std::cmp::Reverse(d.0));
                 let items: Vec<Value> = dated
                     .into_iter()
                     .take(limit as usize)

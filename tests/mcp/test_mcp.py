@@ -230,10 +230,12 @@ async def codex_mem(home, daemon_up=True):
         async with ClientSession(read, write) as s:
             await s.initialize()
             tools = {t.name for t in (await s.list_tools()).tools}
-            check("codex-mem: the v1 tools", tools == {"save_memory", "search", "timeline", "get_entries", "retention_dry_run"}, tools)
+            check("codex-mem: the v1 tools", tools == {"save_memory", "search", "timeline", "get_entries", "ingest_docs", "retention_dry_run"}, tools)
             if not daemon_up:
                 r = await s.call_tool("search", {"query": "invoices"})
                 check("codex-mem: daemon down is STORAGE_FAILURE", v1_error(r) == "STORAGE_FAILURE", text(r))
+                r = await s.call_tool("ingest_docs", {})
+                check("codex-mem: ingest_docs with the daemon down is STORAGE_FAILURE", v1_error(r) == "STORAGE_FAILURE", text(r))
                 return
             r = await s.call_tool("save_memory", {"text": "Refunds are idempotent by refund id", "title": "refund rule",
                                                   "type": "decision", "source_ref": "PR #88", "metadata": {"team": "billing"},
@@ -282,6 +284,32 @@ async def codex_mem(home, daemon_up=True):
             for args in [{"max_age_days": 0}, {"max_entries_per_project": -3}, {"now": "yesterday-ish"}]:
                 check(f"codex-mem: retention_dry_run {args} is INVALID_ARGUMENT", v1_error(await s.call_tool("retention_dry_run", args)) == "INVALID_ARGUMENT", args)
             check("codex-mem: save_memory without text is INVALID_ARGUMENT", v1_error(await s.call_tool("save_memory", {"title": "t"})) == "INVALID_ARGUMENT")
+
+            # ingest_docs: the folder's Markdown and docs/ by default; unchanged → nothing imported.
+            (home.project / "docs").mkdir(exist_ok=True)
+            (home.project / "DECISIONS.md").write_text("# Decisions\n\n## Storage\n\nWe keep invoices in the marmalade archive for seven years.\n")
+            (home.project / "docs" / "requirements.md").write_text("# Requirements\n\nRefund webhooks must be answered within two seconds.\n\n## Storage\n\nWe keep invoices in the marmalade archive for seven years.\n")
+            r = await s.call_tool("ingest_docs", {"unknown_field": 1})
+            out = payload(r)
+            check("codex-mem: ingest_docs → {processed_sources, imported_entries, duplicate_entries, skipped_sources}", not is_error(r)
+                  and set(out) == {"processed_sources", "imported_entries", "duplicate_entries", "skipped_sources"}
+                  and out["processed_sources"] == 2 and out["imported_entries"] >= 2 and out["duplicate_entries"] == 1, out)
+            out = payload(await s.call_tool("ingest_docs", {}))
+            check("codex-mem: ingest_docs of unchanged sources imports nothing", out["imported_entries"] == 0 and out["processed_sources"] == 2, out)
+            out = payload(await s.call_tool("ingest_docs", {"sources": ["DECISIONS.md", "missing.md"], "entry_type": "decision"}))
+            check("codex-mem: a missing source is skipped, named", out["processed_sources"] == 1 and len(out["skipped_sources"]) == 1
+                  and out["skipped_sources"][0].endswith("missing.md"), out)
+            for args in [{"sources": "DECISIONS.md"}, {"sources": [3]}, {"entry_type": 5}]:
+                check(f"codex-mem: ingest_docs {args} is INVALID_ARGUMENT", v1_error(await s.call_tool("ingest_docs", args)) == "INVALID_ARGUMENT", args)
+            page = payload(await s.call_tool("search", {"query": "marmalade archive"}))
+            doc = next((i for i in page["items"] if i["id"].startswith("d")), None)
+            check("codex-mem: search finds a document entry as d<id>", doc and doc["entry_type"] == "doc" and doc["title"] == "Decisions > Storage"
+                  and doc["project"] == "acme-api", page)
+            did = doc["id"] if doc else "d1"
+            got = payload(await s.call_tool("get_entries", {"ids": [did, saved["id"]]}))["items"]
+            check("codex-mem: get_entries takes d<id>, in order", [g["id"] for g in got] == [did, saved["id"]] and "marmalade" in got[0]["body"]
+                  and got[0]["source_ref"].endswith("DECISIONS.md") and got[0]["session_id"] is None, got)
+            check("codex-mem: timeline of a document entry is INVALID_ARGUMENT", v1_error(await s.call_tool("timeline", {"anchor_id": did})) == "INVALID_ARGUMENT")
 
 
 def pdf(text):
