@@ -1,6 +1,10 @@
 //! Forgetting on purpose: retention (per-type ages, a per-project cap) and purge (by project,
 //! session, type, date or search). Both are dry runs unless asked to apply; applying deletes in
 //! the writer, writes an audit row, and reclaims the space. Retention never touches pinned rows.
+//!
+//! Knowledge is never swept by age or count unless configured: a saved memory is also a knowledge
+//! note (migration 010), which would follow its `memory` row out, so a memory whose note is still
+//! live (not archived or superseded) is kept unless `[retention] max_age_days` names `memory`.
 
 use crate::app::App;
 use crate::store::writer::WriteError;
@@ -47,13 +51,19 @@ fn retention_candidates(
     } else {
         ""
     };
+    // A memory whose note is live is knowledge: kept unless its age is configured.
+    let notes_clause = if overrides.contains_key("memory") {
+        ""
+    } else {
+        " AND id NOT IN (SELECT obs_id FROM knowledge WHERE obs_id IS NOT NULL AND status NOT IN ('archived', 'superseded'))"
+    };
     for t in &types {
         let days = req
             .max_age_days
             .or_else(|| overrides.get(t).copied())
             .unwrap_or_else(|| default_days(t));
         let cutoff = now.saturating_sub(days.max(0).saturating_mul(DAY_MS));
-        let sql = format!("SELECT id FROM observations WHERE obs_type = ?1 AND timestamp < ?2 AND is_pinned = 0{project_clause}");
+        let sql = format!("SELECT id FROM observations WHERE obs_type = ?1 AND timestamp < ?2 AND is_pinned = 0{project_clause}{notes_clause}");
         let mut stmt = c.prepare(&sql)?;
         let mut args: Vec<Sql> = vec![Sql::Text(t.clone()), Sql::Integer(cutoff)];
         if let Some(p) = &req.project {
@@ -108,9 +118,9 @@ fn retention_candidates(
                 .collect::<Result<_, _>>()?,
         };
         for p in projects {
-            let mut stmt = c.prepare(
-                "SELECT id FROM observations WHERE project = ?1 AND is_pinned = 0 ORDER BY timestamp DESC, id DESC LIMIT -1 OFFSET ?2",
-            )?;
+            let mut stmt = c.prepare(&format!(
+                "SELECT id FROM observations WHERE project = ?1 AND is_pinned = 0{notes_clause} ORDER BY timestamp DESC, id DESC LIMIT -1 OFFSET ?2",
+            ))?;
             for id in stmt.query_map(rusqlite::params![p, max], |r| r.get::<_, i64>(0))? {
                 let id = id?;
                 if seen.insert(id) {

@@ -10,8 +10,12 @@
 //! An omitted `project` is the project of `nmem serve`'s folder.
 //!
 //! Where v1 leaves things open, nmem's design decides (README, "MCP profiles"): entries are
-//! observations (prompts are not entries here); `total` counts the matches up to 100 past
-//! `offset`; `ingest_docs` is not served yet (documents land with their own change).
+//! observations (prompts are not entries here) and ingested document chunks, whose ids are
+//! `d<id>` (`search` lists them after the observations, `get_entries` takes them, `timeline`
+//! refuses them: a chunk has no session); `total` counts the matches up to 100 past `offset`;
+//! `ingest_docs` reads its `sources` like `nmem ingest` (relative paths from the server's
+//! folder; by default the folder's Markdown documentation) into the server's project; its
+//! `entry_type` is checked but not stored (a chunk's type is `doc`).
 
 use crate::daemon_client::{post, CallError};
 use nmem_proto::admin::{DeletionReport, RetentionRequest};
@@ -35,8 +39,14 @@ use serde_json::{json, Map, Value};
 
 const INSTRUCTIONS: &str = "Codex memory (codex-mem MCP API v1, served by nmem): `search` \
 returns compact ranked entries, `timeline` the entries around one, `get_entries` their full text, \
-`save_memory` keeps a decision or fact, `retention_dry_run` says what retention would remove. \
-Ids are strings; errors are {code, message, details}.";
+`save_memory` keeps a decision or fact, `ingest_docs` imports project documents (their entries \
+are `d<id>`), `retention_dry_run` says what retention would remove. Ids are strings; errors are \
+{code, message, details}.";
+
+/// The documents `ingest_docs` reads when given no `sources`: the folder's top-level Markdown
+/// and its `docs/` (session logs, decisions and requirements live there in the projects
+/// codex-mem serves).
+const DEFAULT_DOCS: &str = "docs";
 
 /// A v1 error code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -146,9 +156,17 @@ fn title_of(content: &str, metadata: Option<&Value>) -> String {
 }
 
 fn index_item_of_hit(h: &SearchHit) -> EntryIndexItem {
+    let title = match &h.doc {
+        Some(d) if !d.heading.is_empty() => d.heading.clone(),
+        _ => h.content_preview.lines().next().unwrap_or("").to_string(),
+    };
     EntryIndexItem {
-        id: h.id.to_string(),
-        title: nmem_proto::text::one_line(h.content_preview.lines().next().unwrap_or(""), 120),
+        id: if h.kind == "doc" {
+            format!("d{}", h.id)
+        } else {
+            h.id.to_string()
+        },
+        title: nmem_proto::text::one_line(&title, 120),
         entry_type: h.obs_type.clone().unwrap_or_else(|| h.kind.clone()),
         project: h.project.clone(),
         created_at: format_rfc3339_ms(h.timestamp),
@@ -174,16 +192,20 @@ fn index_item_of_obs(o: &Observation) -> EntryIndexItem {
     }
 }
 
-fn detail_of(o: Observation) -> EntryDetailItem {
+fn detail_of(o: Observation, doc: bool) -> EntryDetailItem {
     let metadata = match &o.metadata {
         Some(Value::Object(m)) => m.clone(),
         _ => Map::new(),
     };
     EntryDetailItem {
-        id: o.id.to_string(),
+        id: if doc {
+            format!("d{}", o.id)
+        } else {
+            o.id.to_string()
+        },
         title: title_of(&o.content, o.metadata.as_ref()),
         source_ref: metadata
-            .get("source_ref")
+            .get(if doc { "locator" } else { "source_ref" })
             .and_then(Value::as_str)
             .map(str::to_string),
         entry_type: metadata
@@ -193,26 +215,55 @@ fn detail_of(o: Observation) -> EntryDetailItem {
             .unwrap_or_else(|| o.obs_type.clone()),
         body: o.content,
         project: o.project,
-        session_id: Some(o.session_id),
+        session_id: (!doc).then_some(o.session_id),
         metadata,
         created_at: format_rfc3339_ms(o.timestamp),
     }
 }
 
-/// An id as v1 sends it: a string of digits (a number is taken too).
-fn entry_id(field: &str, v: &Value) -> Result<i64, Box<CallToolResult>> {
+/// An entry id as v1 sends it: an observation's, a string of digits (a number is taken too), or
+/// a document chunk's, `d` and digits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EntryId {
+    Obs(i64),
+    Doc(i64),
+}
+
+fn entry_ref(field: &str, v: &Value) -> Result<EntryId, Box<CallToolResult>> {
     let parsed = match v {
-        Value::String(s) => s.trim().parse::<i64>().ok(),
-        Value::Number(n) => n.as_i64(),
+        Value::String(s) => {
+            let s = s.trim();
+            match s.strip_prefix('d') {
+                Some(d) => d.parse::<i64>().ok().map(EntryId::Doc),
+                None => s.parse::<i64>().ok().map(EntryId::Obs),
+            }
+        }
+        Value::Number(n) => n.as_i64().map(EntryId::Obs),
         _ => None,
     };
-    parsed.filter(|n| *n > 0).ok_or_else(|| {
-        Box::new(error(
+    parsed
+        .filter(|e| matches!(e, EntryId::Obs(n) | EntryId::Doc(n) if *n > 0))
+        .ok_or_else(|| {
+            Box::new(error(
+                Code::InvalidArgument,
+                format!(
+                    "{field}: {v} is not an entry id (digits, or d and digits for a document, as `search` returns)"
+                ),
+                json!({"field": field}),
+            ))
+        })
+}
+
+/// An observation's entry id (`timeline` anchors on observations only).
+fn entry_id(field: &str, v: &Value) -> Result<i64, Box<CallToolResult>> {
+    match entry_ref(field, v)? {
+        EntryId::Obs(n) => Ok(n),
+        EntryId::Doc(_) => Err(Box::new(error(
             Code::InvalidArgument,
-            format!("{field}: {v} is not an entry id (a string of digits, as `search` returns)"),
+            format!("{field}: {v} is a document entry, which has no session timeline: read it with get_entries"),
             json!({"field": field}),
-        ))
-    })
+        ))),
+    }
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -264,6 +315,17 @@ pub struct GetArgs {
     /// 1 to 200 entry ids.
     #[serde(default)]
     pub ids: Vec<Value>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct IngestArgs {
+    /// Default: the project of the server's folder.
+    pub project: Option<String>,
+    /// Files or folders (relative to the server's folder, or absolute). Default: the folder's
+    /// top-level Markdown files and its `docs/`.
+    pub sources: Option<Value>,
+    /// Checked (a string) but not stored: a document entry's type is `doc`.
+    pub entry_type: Option<Value>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -379,7 +441,7 @@ impl CodexMem {
             limit: Some(100),
             offset: Some(offset),
             include_prompts: Some(false),
-            include_docs: Some(false),
+            include_docs: Some(true),
             cwd: self.cwd.clone(),
             ..SearchRequest::default()
         };
@@ -390,7 +452,7 @@ impl CodexMem {
                     let items: Vec<EntryIndexItem> = r
                         .items
                         .iter()
-                        .filter(|h| h.kind == "observation")
+                        .filter(|h| h.kind == "observation" || h.kind == "doc")
                         .take(limit as usize)
                         .map(index_item_of_hit)
                         .collect();
@@ -467,23 +529,188 @@ impl CodexMem {
         }
         let mut ids = Vec::with_capacity(a.ids.len());
         for v in &a.ids {
-            match entry_id("ids", v) {
+            match entry_ref("ids", v) {
                 Ok(id) => ids.push(id),
                 Err(e) => return Ok(*e),
             }
         }
-        let mut items = Vec::with_capacity(ids.len());
-        for chunk in ids.chunks(50) {
+        // Fetched 50 of a kind at a time, then put back in the order asked.
+        let mut found: std::collections::HashMap<EntryId, EntryDetailItem> = Default::default();
+        let obs: Vec<i64> = ids
+            .iter()
+            .filter_map(|e| match e {
+                EntryId::Obs(n) => Some(*n),
+                _ => None,
+            })
+            .collect();
+        let docs: Vec<i64> = ids
+            .iter()
+            .filter_map(|e| match e {
+                EntryId::Doc(n) => Some(*n),
+                _ => None,
+            })
+            .collect();
+        for (chunk, doc) in obs
+            .chunks(50)
+            .map(|c| (c, false))
+            .chain(docs.chunks(50).map(|c| (c, true)))
+        {
             let req = GetRequest {
-                ids: chunk.to_vec(),
+                ids: if doc { vec![] } else { chunk.to_vec() },
+                doc_ids: if doc { chunk.to_vec() } else { vec![] },
                 ..GetRequest::default()
             };
             match daemon::<_, Vec<Observation>>(wire::PATH_OBSERVATIONS, req).await {
-                Ok(found) => items.extend(found.into_iter().map(detail_of)),
+                Ok(got) => {
+                    for o in got {
+                        let key = if doc {
+                            EntryId::Doc(o.id)
+                        } else {
+                            EntryId::Obs(o.id)
+                        };
+                        found.insert(key, detail_of(o, doc));
+                    }
+                }
                 Err(e) => return Ok(*e),
             }
         }
+        let items: Vec<&EntryDetailItem> = ids.iter().filter_map(|e| found.get(e)).collect();
         Ok(ok(&json!({ "items": items })))
+    }
+
+    #[tool(
+        description = "Ingest project documents with source and hash dedupe: project (default: \
+        this folder's), sources (paths; default: the folder's top-level Markdown and docs/), \
+        entry_type. An unchanged source imports nothing. Returns {processed_sources, \
+        imported_entries, duplicate_entries, skipped_sources}; its entries are `d<id>`."
+    )]
+    async fn ingest_docs(
+        &self,
+        Parameters(a): Parameters<IngestArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        if a.entry_type
+            .as_ref()
+            .is_some_and(|t| !t.is_string() && !t.is_null())
+        {
+            return Ok(error(
+                Code::InvalidArgument,
+                "`entry_type` must be a string",
+                json!({"field": "entry_type"}),
+            ));
+        }
+        let Some(base) = self.cwd.clone().map(std::path::PathBuf::from) else {
+            return Ok(error(
+                Code::StorageFailure,
+                "the server has no working folder",
+                Value::Null,
+            ));
+        };
+        let sources: Vec<std::path::PathBuf> = match &a.sources {
+            None | Some(Value::Null) => {
+                // Top-level Markdown, then docs/.
+                let mut v: Vec<std::path::PathBuf> = std::fs::read_dir(&base)
+                    .map(|d| {
+                        d.filter_map(Result::ok)
+                            .map(|e| e.path())
+                            .filter(|p| {
+                                p.is_file()
+                                    && p.extension()
+                                        .and_then(|e| e.to_str())
+                                        .is_some_and(|e| e.eq_ignore_ascii_case("md"))
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                v.sort();
+                if base.join(DEFAULT_DOCS).is_dir() {
+                    v.push(base.join(DEFAULT_DOCS));
+                }
+                v
+            }
+            Some(Value::Array(list)) if list.len() <= 1000 => {
+                let mut v = Vec::new();
+                for s in list {
+                    match s.as_str().filter(|s| !s.trim().is_empty()) {
+                        Some(s) => v.push(base.join(s)),
+                        None => {
+                            return Ok(error(
+                                Code::InvalidArgument,
+                                format!("`sources`: {s} is not a path (give strings)"),
+                                json!({"field": "sources"}),
+                            ))
+                        }
+                    }
+                }
+                v
+            }
+            _ => {
+                return Ok(error(
+                    Code::InvalidArgument,
+                    "`sources` must be a list of at most 1000 paths",
+                    json!({"field": "sources"}),
+                ))
+            }
+        };
+        let project = a.project;
+        let res = tokio::task::spawn_blocking(move || {
+            // Each source alone, so one that cannot be read is skipped, not fatal.
+            let mut all = crate::docs::Collected::default();
+            for p in &sources {
+                let o = crate::docs::Options {
+                    paths: vec![p.clone()],
+                    ..crate::docs::Options::default()
+                };
+                match crate::docs::collect(&o, &indicatif::ProgressBar::hidden()) {
+                    Ok(c) => {
+                        all.sources.extend(c.sources);
+                        all.skipped.extend(c.skipped);
+                    }
+                    Err(why) => all.skipped.push(nmem_proto::docs::SourceOutcome {
+                        locator: p.to_string_lossy().into_owned(),
+                        kind: nmem_proto::docs::SourceKind::File,
+                        status: nmem_proto::docs::SourceStatus::Skipped,
+                        reason: Some(why),
+                        source_id: None,
+                        chunks: Default::default(),
+                    }),
+                }
+            }
+            let o = crate::docs::Options {
+                project,
+                cwd: Some(base),
+                ..crate::docs::Options::default()
+            };
+            if all.sources.is_empty() {
+                let mut r = nmem_proto::docs::IngestReply {
+                    sources: all.skipped,
+                    ..Default::default()
+                };
+                r.total();
+                return Ok(r);
+            }
+            crate::docs::send(&o, all)
+        })
+        .await;
+        let reply = match res {
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) => {
+                return Ok(error(code_of(&e), e.to_string(), Value::Null));
+            }
+            Err(e) => return Ok(error(Code::StorageFailure, e.to_string(), Value::Null)),
+        };
+        use nmem_proto::docs::SourceStatus;
+        let skipped: Vec<&str> = reply
+            .sources
+            .iter()
+            .filter(|s| s.status == SourceStatus::Skipped)
+            .map(|s| s.locator.as_str())
+            .collect();
+        Ok(ok(&json!({
+            "processed_sources": reply.sources.len() - skipped.len(),
+            "imported_entries": reply.totals.chunks.added,
+            "duplicate_entries": reply.totals.chunks.duplicate,
+            "skipped_sources": skipped,
+        })))
     }
 
     #[tool(
@@ -579,11 +806,21 @@ mod tests {
     }
 
     #[test]
-    fn ids_are_strings_of_digits() {
+    fn ids_are_strings_of_digits_or_d_and_digits() {
         assert_eq!(entry_id("ids", &json!("42")).unwrap(), 42);
         assert_eq!(entry_id("ids", &json!(42)).unwrap(), 42);
-        for bad in [json!("p4"), json!(""), json!(-1), json!(null), json!([1])] {
-            assert!(entry_id("ids", &bad).is_err(), "{bad}");
+        assert_eq!(entry_ref("ids", &json!("d7")).unwrap(), EntryId::Doc(7));
+        assert!(entry_id("anchor_id", &json!("d7")).is_err());
+        for bad in [
+            json!("p4"),
+            json!(""),
+            json!(-1),
+            json!(null),
+            json!([1]),
+            json!("d"),
+            json!("d-3"),
+        ] {
+            assert!(entry_ref("ids", &bad).is_err(), "{bad}");
         }
     }
 
@@ -601,7 +838,7 @@ mod tests {
             ),
             ..Observation::default()
         };
-        let d = detail_of(o);
+        let d = detail_of(o, false);
         assert_eq!(
             (d.id.as_str(), d.title.as_str(), d.entry_type.as_str()),
             ("7", "Retry policy", "decision")

@@ -50,6 +50,9 @@ pub struct Options {
     /// A JSON file of messages, or `-` for stdin.
     pub conversation: Option<String>,
     pub json: bool,
+    /// The folder whose project the sources join (default: the first path's, else the
+    /// current directory's).
+    pub cwd: Option<PathBuf>,
 }
 
 /// The sources read, those skipped (with why) and what to tell the user.
@@ -295,7 +298,14 @@ pub fn conversation(arg: &str) -> Result<SourceText, String> {
     let v: serde_json::Value = serde_json::from_str(&raw).map_err(|e| {
         format!("the conversation is not JSON ({e}): give an array of {{\"role\", \"content\"}} messages")
     })?;
-    let (messages, id) = match &v {
+    conversation_of(&v, name)
+}
+
+/// A conversation given as JSON (an array of messages, or an object with `messages` and an
+/// optional `id` or `title`), named `name` unless it names itself; shared by `nmem ingest
+/// --conversation` and memory-substrate's `memory_ingest` mode `conversation`.
+pub fn conversation_of(v: &serde_json::Value, name: Option<String>) -> Result<SourceText, String> {
+    let (messages, id) = match v {
         serde_json::Value::Array(a) => (a.clone(), None),
         serde_json::Value::Object(o) => match o.get("messages") {
             Some(serde_json::Value::Array(a)) => (
@@ -351,10 +361,11 @@ pub fn conversation(arg: &str) -> Result<SourceText, String> {
 /// Send the sources in bounded requests and merge the replies with what was skipped here.
 pub fn send(o: &Options, c: Collected) -> Result<IngestReply, CallError> {
     let cwd = o
-        .paths
-        .first()
+        .cwd
+        .clone()
+        .or_else(|| o.paths.first().cloned())
         .map(|p| {
-            let a = absolute(p);
+            let a = absolute(&p);
             if a.is_dir() {
                 a
             } else {

@@ -6,7 +6,7 @@
 //!   (re-exported: `nmem-cli record` still works, and the clients start the daemon the same way).
 //! * [`cli`], [`daemon_client`]: `nmem search|get|timeline|recent|save`; [`render`]: their
 //!   replies as text, for the terminal and for the MCP tools' `format: "text"`.
-//! * [`serve`]: the MCP server; [`import`]: `nmem import`; [`install`]: `nmem install|uninstall`.
+//! * [`serve`]: the MCP server (its profiles: [`codex_mem`], [`substrate`]); [`import`]: `nmem import`; [`install`]: `nmem install|uninstall`.
 //! * [`docs`]: `nmem ingest` (reading files, a repository walk, a conversation; [`docs_web`]: a
 //!   web page fetched on request, a PDF's text).
 //! * [`ctl`]: `nmemctl` commands.
@@ -23,4 +23,5 @@ pub mod install;
 pub mod knowledge;
 pub mod render;
 pub mod serve;
+pub mod substrate;
 pub mod ui;

@@ -394,6 +394,8 @@ pub enum Profile {
     Nmem,
     /// codex-mem's MCP API v1 (`crate::codex_mem`).
     CodexMem,
+    /// memory-substrate's four tools (`crate::substrate`).
+    Substrate,
 }
 
 pub fn run(profile: Profile) -> anyhow::Result<()> {
@@ -497,6 +499,13 @@ pub fn run(profile: Profile) -> anyhow::Result<()> {
             }
             Profile::CodexMem => {
                 crate::codex_mem::CodexMem::new()
+                    .serve((rmcp_in, rmcp_out))
+                    .await?
+                    .waiting()
+                    .await?;
+            }
+            Profile::Substrate => {
+                crate::substrate::Substrate::new()
                     .serve((rmcp_in, rmcp_out))
                     .await?
                     .waiting()

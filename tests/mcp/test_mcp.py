@@ -230,10 +230,12 @@ async def codex_mem(home, daemon_up=True):
         async with ClientSession(read, write) as s:
             await s.initialize()
             tools = {t.name for t in (await s.list_tools()).tools}
-            check("codex-mem: the v1 tools", tools == {"save_memory", "search", "timeline", "get_entries", "retention_dry_run"}, tools)
+            check("codex-mem: the v1 tools", tools == {"save_memory", "search", "timeline", "get_entries", "ingest_docs", "retention_dry_run"}, tools)
             if not daemon_up:
                 r = await s.call_tool("search", {"query": "invoices"})
                 check("codex-mem: daemon down is STORAGE_FAILURE", v1_error(r) == "STORAGE_FAILURE", text(r))
+                r = await s.call_tool("ingest_docs", {})
+                check("codex-mem: ingest_docs with the daemon down is STORAGE_FAILURE", v1_error(r) == "STORAGE_FAILURE", text(r))
                 return
             r = await s.call_tool("save_memory", {"text": "Refunds are idempotent by refund id", "title": "refund rule",
                                                   "type": "decision", "source_ref": "PR #88", "metadata": {"team": "billing"},
@@ -283,6 +285,286 @@ async def codex_mem(home, daemon_up=True):
                 check(f"codex-mem: retention_dry_run {args} is INVALID_ARGUMENT", v1_error(await s.call_tool("retention_dry_run", args)) == "INVALID_ARGUMENT", args)
             check("codex-mem: save_memory without text is INVALID_ARGUMENT", v1_error(await s.call_tool("save_memory", {"title": "t"})) == "INVALID_ARGUMENT")
 
+            # ingest_docs: the folder's Markdown and docs/ by default; unchanged → nothing imported.
+            (home.project / "docs").mkdir(exist_ok=True)
+            (home.project / "DECISIONS.md").write_text("# Decisions\n\n## Storage\n\nWe keep invoices in the marmalade archive for seven years.\n")
+            (home.project / "docs" / "requirements.md").write_text("# Requirements\n\nRefund webhooks must be answered within two seconds.\n\n## Storage\n\nWe keep invoices in the marmalade archive for seven years.\n")
+            r = await s.call_tool("ingest_docs", {"unknown_field": 1})
+            out = payload(r)
+            check("codex-mem: ingest_docs → {processed_sources, imported_entries, duplicate_entries, skipped_sources}", not is_error(r)
+                  and set(out) == {"processed_sources", "imported_entries", "duplicate_entries", "skipped_sources"}
+                  and out["processed_sources"] == 2 and out["imported_entries"] >= 2 and out["duplicate_entries"] == 1, out)
+            out = payload(await s.call_tool("ingest_docs", {}))
+            check("codex-mem: ingest_docs of unchanged sources imports nothing", out["imported_entries"] == 0 and out["processed_sources"] == 2, out)
+            out = payload(await s.call_tool("ingest_docs", {"sources": ["DECISIONS.md", "missing.md"], "entry_type": "decision"}))
+            check("codex-mem: a missing source is skipped, named", out["processed_sources"] == 1 and len(out["skipped_sources"]) == 1
+                  and out["skipped_sources"][0].endswith("missing.md"), out)
+            for args in [{"sources": "DECISIONS.md"}, {"sources": [3]}, {"entry_type": 5}]:
+                check(f"codex-mem: ingest_docs {args} is INVALID_ARGUMENT", v1_error(await s.call_tool("ingest_docs", args)) == "INVALID_ARGUMENT", args)
+            page = payload(await s.call_tool("search", {"query": "marmalade archive"}))
+            doc = next((i for i in page["items"] if i["id"].startswith("d")), None)
+            check("codex-mem: search finds a document entry as d<id>", doc and doc["entry_type"] == "doc" and doc["title"] == "Decisions > Storage"
+                  and doc["project"] == "acme-api", page)
+            did = doc["id"] if doc else "d1"
+            got = payload(await s.call_tool("get_entries", {"ids": [did, saved["id"]]}))["items"]
+            check("codex-mem: get_entries takes d<id>, in order", [g["id"] for g in got] == [did, saved["id"]] and "marmalade" in got[0]["body"]
+                  and got[0]["source_ref"].endswith("DECISIONS.md") and got[0]["session_id"] is None, got)
+            check("codex-mem: timeline of a document entry is INVALID_ARGUMENT", v1_error(await s.call_tool("timeline", {"anchor_id": did})) == "INVALID_ARGUMENT")
+
+
+def pdf(text):
+    """A minimal one-page PDF with `text` in Helvetica, its cross-reference table computed."""
+    stream = f"BT /F1 18 Tf 72 700 Td ({text}) Tj ET"
+    objects = ["<< /Type /Catalog /Pages 2 0 R >>", "<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+               "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R /Resources << /Font << /F1 5 0 R >> >> >>",
+               f"<< /Length {len(stream)} >>\nstream\n{stream}\nendstream",
+               "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>"]
+    out, offsets = b"%PDF-1.4\n", []
+    for i, o in enumerate(objects):
+        offsets.append(len(out))
+        out += f"{i + 1} 0 obj\n{o}\nendobj\n".encode()
+    xref = len(out)
+    out += f"xref\n0 {len(objects) + 1}\n0000000000 65535 f \n".encode()
+    for off in offsets:
+        out += f"{off:010} 00000 n \n".encode()
+    out += f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode()
+    return out
+
+
+def web_page(body):
+    """Serve `body` as text/html on a local port until the process ends; returns the URL."""
+    import http.server
+    import threading
+
+    class Page(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return f"http://127.0.0.1:{srv.server_address[1]}/runbook.html"
+
+
+def sub_error(result):
+    """A memory-substrate error: a tool error whose text starts with its kind (`ValueError: …`)."""
+    return text(result).split(":", 1)[0] if is_error(result) else None
+
+
+async def substrate(home, daemon_up=True):
+    """`nmem serve --profile substrate`: memory-substrate's four tools, resources and prompts."""
+    async with stdio_client(home.server("substrate")) as (read, write):
+        async with ClientSession(read, write) as s:
+            await s.initialize()
+            tools = {t.name: t for t in (await s.list_tools()).tools}
+            check("substrate: the four tools", set(tools) == {"memory_ingest", "memory_query", "memory_remember", "memory_maintain"}, set(tools))
+
+            async def call(tool, mode, input_data, options=None, **extra):
+                args = {"mode": mode, "input_data": input_data}
+                if options is not None:
+                    args["options"] = options
+                return await s.call_tool(tool, {"args": args, **extra})
+
+            if not daemon_up:
+                r = await call("memory_query", "search", {"query": "invoices"})
+                check("substrate: daemon down is StorageError", sub_error(r) == "StorageError" and "nmemd" in text(r), text(r))
+                return
+            schema = attr(tools["memory_query"], "inputSchema", "input_schema")
+            check("substrate: the schema is the {args: {mode, input_data, options}} envelope",
+                  "args" in schema.get("properties", {}) and "args" in schema.get("required", []), schema)
+            # Resources and prompts.
+            res = {str(r.uri) for r in (await s.list_resources()).resources}
+            check("substrate: resources", res == {"memory://policy", "memory://agent-playbook", "memory://mcp-api-summary"}, res)
+            for uri, word in [("memory://policy", "memory_remember"), ("memory://agent-playbook", "memory_query"), ("memory://mcp-api-summary", "memory_maintain")]:
+                body = "".join(c.text for c in (await s.read_resource(uri)).contents)
+                check(f"substrate: {uri} reads", word in body, body[:200])
+            prompts = {p.name for p in (await s.list_prompts()).prompts}
+            check("substrate: prompts", prompts == {"memory_task_start", "memory_review"}, prompts)
+            p = await s.get_prompt("memory_task_start", {"task": "fix refunds"})
+            check("substrate: memory_task_start says to query and retry", "fix refunds" in p.messages[0].content.text and "retry" in p.messages[0].content.text, p)
+            p = await s.get_prompt("memory_review", {})
+            check("substrate: memory_review handles possible_duplicates", "possible_duplicates" in p.messages[0].content.text, p)
+
+            # The envelope, strictly.
+            for args, kind, says in [
+                ({}, "ValidationError", "args: Field required"),
+                ({"args": {"mode": "search"}}, "ValidationError", "input_data: Field required"),
+                ({"args": {"mode": "search", "input_data": {"query": "x"}, "root": "/tmp"}}, "ValidationError", "Extra inputs are not permitted"),
+                ({"args": {"mode": "search", "input_data": {"query": "x"}}, "root": "/tmp"}, "ValidationError", "Extra inputs are not permitted"),
+                ({"args": {"mode": "search", "input_data": {"query": "x", "qurey": "y"}}}, "ValidationError", "input_data.qurey: Extra inputs are not permitted"),
+                ({"args": {"mode": "search", "input_data": {"query": "x"}, "options": {"detail": "full"}}}, "ValidationError", "options.detail: Extra"),
+                ({"args": {"mode": "explode", "input_data": {}}}, "ValueError", "unsupported memory_query mode"),
+            ]:
+                r = await s.call_tool("memory_query", args)
+                check(f"substrate: envelope {args} → {kind}", sub_error(r) == kind and says in text(r), text(r))
+
+            # memory_ingest: a repository with local agent state, then unchanged, then changed.
+            repo = home.dir / "ingest-repo"
+            (repo / "docs").mkdir(parents=True)
+            (repo / ".codex").mkdir()
+            (repo / "node_modules" / "left-pad").mkdir(parents=True)
+            (repo / "README.md").write_text("# Ledger service\n\nThe ledger stores balances in Kuzu.\n\n## Deploy\n\nRun `make release` then tag the commit.\n")
+            (repo / "docs" / "retries.md").write_text("# Retries\n\nRefund retries back off with quince jitter.\n")
+            (repo / "app.py").write_text("def settle(batch):\n    return sum(batch)\n")
+            (repo / ".codex" / "session.json").write_text('{"secret_plan": "not documentation"}')
+            (repo / "node_modules" / "left-pad" / "index.js").write_text("module.exports = 1\n")
+            r = await call("memory_ingest", "repo", {"path": str(repo)})
+            out = payload(r)
+            check("substrate: repo with agent state → completed_with_pending_decisions", not is_error(r) and out["status"] == "completed_with_pending_decisions"
+                  and out["requires_decision"] and out["excluded_by_preflight"] == [".codex"] and out["pending_decisions"][0]["kind"] == "local_agent_state"
+                  and out["applied_operations"] > 0 and out["warnings"] and out["result_type"] == "repo_ingest_result", out)
+            r = await call("memory_ingest", "repo", {"path": str(repo), "exclude_patterns": [".codex"]})
+            out = payload(r)
+            check("substrate: the same repo again → noop, nothing pending", out["status"] == "noop" and out["applied_operations"] == 0
+                  and out["reason"] == "repo_fingerprint_unchanged" and not out["pending_decisions"], out)
+            (repo / "docs" / "retries.md").write_text("# Retries\n\nRefund retries back off with damson jitter.\n")
+            out = payload(await call("memory_ingest", "repo", {"path": str(repo), "exclude_patterns": [".codex", "*.py"]}))
+            check("substrate: a changed file → completed, only it replaced", out["status"] == "completed" and out["counts"]["updated"] == 1
+                  and out["applied_operations"] >= 1 and out["excluded_by_patterns"] == [".codex"], out)
+            r = await call("memory_ingest", "repo", {"path": "relative/path"})
+            check("substrate: a relative path is a ValidationError", sub_error(r) == "ValidationError" and "absolute" in text(r), text(r))
+            r = await call("memory_ingest", "repo", {"path": str(repo / "README.md")})
+            check("substrate: repo on a file is a ValueError saying which mode", sub_error(r) == "ValueError" and "mode file" in text(r), text(r))
+            r = await call("memory_ingest", "markdown", {"path": str(repo / "README.md")}, {"force": True})
+            check("substrate: markdown takes no options.force", sub_error(r) == "ValidationError", text(r))
+            (repo.parent / "policy.pdf").write_bytes(pdf("Invoices follow the aubergine retention policy"))
+            out = payload(await call("memory_ingest", "pdf", {"path": str(repo.parent / "policy.pdf")}))
+            check("substrate: pdf → completed with one source", out["status"] == "completed" and out["source_id"].startswith("src:"), out)
+            r = await call("memory_ingest", "pdf", {"path": str(repo / "app.py")})
+            check("substrate: pdf mode on a non-PDF is a ValueError", sub_error(r) == "ValueError", text(r))
+            url = web_page(b"<html><head><title>x</title></head><body><h1>Runbook</h1><p>Page the heliotrope rotation first.</p></body></html>")
+            out = payload(await call("memory_ingest", "web", {"url": url}))
+            check("substrate: web (a local page) → completed", out["status"] == "completed", out)
+            conv = {"title": "Memory design discussion", "messages": [{"role": "user", "content": "Remember that project X uses Kuzu for the graph."},
+                                                                       {"role": "assistant", "content": "Noted: the graph lives in Kuzu."}],
+                    "origin": {"host": "codex"}}
+            out = payload(await call("memory_ingest", "conversation", conv))
+            check("substrate: conversation → completed", out["status"] == "completed" and out["counts"]["chunks"]["added"] >= 1, out)
+            out = payload(await call("memory_ingest", "conversation", conv))
+            check("substrate: the same conversation again → noop", out["status"] == "noop", out)
+            r = await call("memory_ingest", "conversation", {"title": "t"})
+            check("substrate: conversation without messages is a ValidationError", sub_error(r) == "ValidationError", text(r))
+
+            # memory_query search finds document chunks, with their locators.
+            out = payload(await call("memory_query", "search", {"query": "damson jitter"}))
+            hit = next((i for i in out["items"] if i["object_type"] == "source"), None)
+            check("substrate: search finds a chunk as doc:<n> with src and lines", hit and hit["object_id"].startswith("doc:")
+                  and hit["locator"]["source_id"].startswith("src:") and hit["locator"]["path"].endswith("retries.md")
+                  and "normalized_terms" in out and out["query_sanitizer"]["method"] == "passthrough", out)
+            out = payload(await call("memory_query", "search", {"query": "quince"}))
+            check("substrate: the replaced chunk is gone", not [i for i in out["items"] if i["object_type"] == "source"], out)
+            doc_id = hit["object_id"] if hit else "doc:1"
+            out = payload(await call("memory_query", "page", {"id": doc_id}))
+            check("substrate: page of a chunk", "damson" in out["object"]["excerpt"], out)
+
+            # memory_remember: governance.
+            obs = payload(await s.call_tool("memory_query", {"args": {"mode": "search", "input_data": {"query": "invoices"},
+                                                                       "options": {"filters": {"object_type": "activity"}}}}))["items"]
+            obs_id = obs[0]["object_id"] if obs else "obs:1"
+            gov = {"reason": "It decides where future graph work goes.", "memory_source": "agent_inferred", "scope_refs": ["scope:project"]}
+            r = await call("memory_remember", "knowledge", {"kind": "fact", "title": "Graph store is Kuzu", "summary": "The graph lives in Kuzu.",
+                                                          "status": "active", "confidence": 0.9, "evidence_refs": [{"source_id": obs_id}], **gov})
+            k1 = payload(r)
+            check("substrate: agent_inferred active → candidate, id know:<n>", not is_error(r) and k1["status"] == "candidate" and k1["object_id"].startswith("know:")
+                  and k1["possible_duplicates"] == [], k1)
+            fact = {"kind": "fact", "title": "Ledger database", "summary": "Balances are in Postgres.", "reason": "Affects migrations.",
+                    "memory_source": "user_declared", "scope_refs": ["scope:project"],
+                    "payload": {"subject": "ledger", "predicate": "database", "value": "postgres"}}
+            k2 = payload(await call("memory_remember", "knowledge", fact))
+            check("substrate: user_declared structured fact → active", k2["status"] == "active", k2)
+            r = await call("memory_remember", "knowledge", fact)
+            check("substrate: an exact structured duplicate is refused (ValueError)", sub_error(r) == "ValueError" and "nothing was written" in text(r), text(r))
+            k3 = payload(await call("memory_remember", "knowledge", {**fact, "title": "Ledger database (new)", "payload": {"subject": "ledger", "predicate": "database", "value": "sqlite"}}))
+            check("substrate: same subject and predicate, other value → contested", k3["contested_with"] == [k2["object_id"]] and k3["status"] == "contested", k3)
+            k4 = payload(await call("memory_remember", "knowledge", {"kind": "fact", "title": "Graph store is Kuzu database", "summary": "The graph lives in Kuzu.", **gov}))
+            check("substrate: a similar unstructured item → possible_duplicates", [d["object_id"] for d in k4["possible_duplicates"]] == [k1["object_id"]], k4)
+            for bad, kind in [({**fact, "reason": None}, "ValidationError"), ({**fact, "memory_source": "rumour"}, "ValueError"),
+                              ({**fact, "scope_refs": []}, "ValidationError"), ({**fact, "subject_refs": ["node:x"], "colour": "red"}, "ValidationError"),
+                              ({**fact, "evidence_refs": [{"source_id": "obs:99999999"}], "title": "Other"}, "ValueError")]:
+                r = await call("memory_remember", "knowledge", bad)
+                check(f"substrate: knowledge {sorted(set(bad) - set(fact)) or bad.get('memory_source')} → {kind}", sub_error(r) == kind, text(r))
+            w = payload(await call("memory_remember", "work_item", {"kind": "task", "title": "Rotate the ledger keys", "summary": "Before the audit.",
+                                                                  "reason": "Outlives this session.", "memory_source": "user_declared", "scope_refs": ["scope:project"]}))
+            check("substrate: work_item → work:<n>, open", w["object_id"].startswith("work:") and w["status"] == "open", w)
+            a = payload(await call("memory_remember", "activity", {"kind": "research", "title": "Repo walkthrough", "summary": "Captured the ledger layout.", **gov}))
+            check("substrate: activity → obs:<n>", a["object_id"].startswith("obs:"), a)
+            p1 = payload(await call("memory_remember", "promote", {"knowledge_id": k1["object_id"], "reason": "verified in the code"}))
+            check("substrate: promote → active", p1["objects"][0]["status"] == "active", p1)
+            sp = payload(await call("memory_remember", "supersede", {"old_knowledge_id": k4["object_id"], "new_knowledge_id": k1["object_id"], "reason": "same fact"}))
+            old = next(o for o in sp["objects"] if o["object_id"] == k4["object_id"])
+            check("substrate: supersede → old superseded, linked", old["status"] == "superseded" and old["superseded_by"] == k1["object_id"], sp)
+            r = await call("memory_remember", "promote", {"knowledge_id": "know:999999", "reason": "x"})
+            check("substrate: a missing id is a KeyError naming it", sub_error(r) == "KeyError" and "999999" in text(r), text(r))
+            r = await call("memory_remember", "contest", {"knowledge_id": "node:7", "reason": "x"})
+            check("substrate: contest of a non-knowledge id is a ValidationError", sub_error(r) == "ValidationError", text(r))
+            before = len(payload(await call("memory_query", "recent", {}, {"max_items": 100, "filters": {"object_type": ["knowledge", "work_item"]}}))["items"])
+            r = await call("memory_remember", "batch", {"entries": [{"mode": "knowledge", "input_data": {"kind": "fact", "title": "Batch one", "summary": "s", **gov}},
+                                                                    {"mode": "knowledge", "input_data": {"kind": "fact", "title": "Batch two"}}]})
+            after = len(payload(await call("memory_query", "recent", {}, {"max_items": 100, "filters": {"object_type": ["knowledge", "work_item"]}}))["items"])
+            check("substrate: a batch with a bad entry writes nothing", sub_error(r) == "ValidationError" and "entries[1]" in text(r) and before == after, (text(r), before, after))
+            out = payload(await call("memory_remember", "batch", {"entries": [{"mode": "knowledge", "input_data": {"kind": "fact", "title": "Batch one", "summary": "s", **gov}},
+                                                                            {"mode": "work_item", "input_data": {"kind": "bug", "title": "Batch two", "summary": "s", **gov}}]}))
+            check("substrate: a good batch writes each entry", out["count"] == 2 and out["failed"] == 0, out)
+
+            # memory_query over knowledge.
+            out = payload(await call("memory_query", "search", {"query": "Kuzu graph"}))
+            check("substrate: search finds knowledge first", out["items"] and out["items"][0]["object_id"] == k1["object_id"], out["items"][:2])
+            out = payload(await call("memory_query", "search", {"query": "todo"}, {"filters": {"object_type": "work_item"}}))
+            check("substrate: todo expands to work items", "object_type:work_item" in out["inferred_filters"]
+                  and w["object_id"] in [i["object_id"] for i in out["items"]], out)
+            long_q = ("You are a helpful agent. " * 40) + "\nQuestion: where does the graph live\n"
+            out = payload(await call("memory_query", "search", {"query": long_q}))
+            check("substrate: a long query is sanitized", out["query_sanitizer"]["was_sanitized"] and out["query_sanitizer"]["method"] == "labeled_line"
+                  and out["query"] == "where does the graph live", out["query_sanitizer"])
+            out = payload(await call("memory_query", "context", {"task": "change the graph store", "scope": {"object_types": ["knowledge", "work_item"]}}, {"max_items": 12}))
+            tiers = out["context_tiers"]
+            check("substrate: context → items and tiers", k1["object_id"] in [i["object_id"] for i in out["items"]] and w["object_id"] in tiers["open_work"]["ids"]
+                  and {"policy", "active_task", "decisions", "procedures", "evidence", "open_work", "deep_search_hints"} <= set(tiers)
+                  and out["context_budget"]["max_items"] == 12, out)
+            out = payload(await call("memory_query", "recent", {}, {"filters": {"object_type": "knowledge", "status": "active"}}))
+            check("substrate: recent filters by type and status", out["items"] and all(i["object_type"] == "knowledge" and i["status"] == "active" for i in out["items"]), out)
+            out = payload(await call("memory_query", "page", {"id": k1["object_id"]}))
+            check("substrate: page has the audit trail", any(e["action"] == "promoted" for e in out["object"]["audit"]), out)
+            out = payload(await call("memory_query", "expand", {"id": k1["object_id"]}))
+            check("substrate: expand brings the cited evidence", [i["object_id"] for i in out["related"]] == [obs_id], out)
+            out = payload(await call("memory_query", "graph", {"id": k1["object_id"]}))
+            types = {e["type"] for e in out["edges"]}
+            check("substrate: graph links evidence and supersedes", {"evidence", "supersedes"} <= types, out["edges"])
+            out = payload(await call("memory_query", "graph", {"id": obs_id}))
+            check("substrate: graph of an observation links its session and the knowledge citing it", {"session", "evidence"} <= {e["type"] for e in out["edges"]}, out["edges"])
+            r = await call("memory_query", "page", {"id": "know:999999"})
+            check("substrate: page of a missing id is a KeyError naming it", sub_error(r) == "KeyError" and "know:999999" in text(r), text(r))
+            r = await call("memory_query", "page", {"id": "node:abc"})
+            check("substrate: a malformed id is a ValidationError", sub_error(r) == "ValidationError", text(r))
+
+            # memory_maintain.
+            k5 = payload(await call("memory_remember", "knowledge", {"kind": "procedure", "title": "Release with make release", "summary": "then tag",
+                                                                   "confidence": 0.95, "evidence_refs": [{"source_id": obs_id}], **gov}))
+            rep = payload(await call("memory_maintain", "report", {"min_confidence": 0.8}))
+            check("substrate: report lists the promotable candidate, read-only", k5["object_id"] in rep["promotable_candidates"] and not rep["applied"]
+                  and k3["object_id"] in rep["contested"], rep)
+            r = await call("memory_maintain", "promote_candidates", {"min_confidence": 0.8})
+            check("substrate: a mutating mode without apply is a ValueError", sub_error(r) == "ValueError" and "options.apply=true" in text(r), text(r))
+            still = payload(await call("memory_query", "page", {"id": k5["object_id"]}))["object"]["status"]
+            check("substrate: … and changed nothing", still == "candidate", still)
+            out = payload(await call("memory_maintain", "promote_candidates", {"min_confidence": 0.8}, {"apply": True}))
+            now = payload(await call("memory_query", "page", {"id": k5["object_id"]}))["object"]["status"]
+            check("substrate: promote_candidates with apply promotes", out["promoted"] == [k5["object_id"]] and now == "active", (out, now))
+            out = payload(await call("memory_maintain", "cycle", {"stale_after_days": 1, "reference_time": "2100-01-01T00:00:00Z"}, {"apply": True}))
+            check("substrate: cycle decays old candidates", out["decayed"] and all(d.startswith("know:") for d in out["decayed"]), out)
+            out = payload(await call("memory_maintain", "audit", {}, {"apply": True}))
+            check("substrate: audit lists the trail", any(e["action"] == "superseded" for e in out["audit_events"]), out)
+            out = payload(await call("memory_maintain", "reindex", {}, {"apply": True}))
+            check("substrate: reindex rebuilds the indexes", out["applied"] and "ok" in out["derived_indexes"]["fts"], out)
+            r = await call("memory_maintain", "configure", {"graph_backend": "kuzu"}, {"apply": True})
+            check("substrate: configure is an unsupported mode, saying why", sub_error(r) == "ValueError" and "does not implement" in text(r), text(r))
+
 
 async def without_daemon(home):
     async with stdio_client(home.server()) as (read, write):
@@ -308,9 +590,11 @@ def main():
         asyncio.run(with_daemon(home))
         asyncio.run(with_roots(home))
         asyncio.run(codex_mem(home))
+        asyncio.run(substrate(home))
         home.stop()
         asyncio.run(without_daemon(home))
         asyncio.run(codex_mem(home, daemon_up=False))
+        asyncio.run(substrate(home, daemon_up=False))
     except Exception:
         traceback.print_exc()
         RESULTS["failed"] += 1

@@ -367,3 +367,73 @@ fn open_work_is_in_the_digest_memories_are_notes_and_a_purge_takes_both() {
     assert_eq!(f.count("SELECT COUNT(*) FROM knowledge"), 0);
     assert_eq!(f.count("SELECT COUNT(*) FROM knowledge_audit"), 0);
 }
+
+#[test]
+fn a_note_is_not_swept_by_age_unless_memory_retention_is_configured() {
+    let mut f = setup("k-retention");
+    let saved = f.json(&[
+        "save",
+        "Invoices are archived for seven years",
+        "--title",
+        "Invoice archive",
+    ]);
+    let id = saved["id"].as_i64().unwrap();
+    let ctl = |f: &Fixture, args: &[&str]| -> Value {
+        let out = f.home.cmd("nmemctl").args(args).output().unwrap();
+        assert!(out.status.success(), "nmemctl {args:?}: {}", stderr(&out));
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    // Everything is older than 0 days: the recorded observations go, the memory and its note stay.
+    let r = ctl(
+        &f,
+        &["retention", "--max-age-days", "0", "--apply", "--json"],
+    );
+    assert!(r["deleted_observations"].as_i64().unwrap() > 0, "{r}");
+    assert_eq!(
+        f.count(&format!(
+            "SELECT COUNT(*) FROM observations WHERE id = {id}"
+        )),
+        1,
+        "{r}"
+    );
+    assert_eq!(
+        f.count(&format!(
+            "SELECT COUNT(*) FROM knowledge WHERE obs_id = {id}"
+        )),
+        1
+    );
+    // Nor by the per-project cap.
+    let r = ctl(
+        &f,
+        &["retention", "--max-per-project", "0", "--apply", "--json"],
+    );
+    assert_eq!(
+        f.count(&format!(
+            "SELECT COUNT(*) FROM knowledge WHERE obs_id = {id}"
+        )),
+        1,
+        "{r}"
+    );
+    // Configured: memories have an age, and the note goes with its memory.
+    f.daemon.take().unwrap().stop();
+    std::fs::write(
+        &f.home.paths.config,
+        "[retention]\nsweep = false\nmax_age_days = { memory = 0 }\n",
+    )
+    .unwrap();
+    f.daemon = Some(f.home.start());
+    let r = ctl(&f, &["retention", "--apply", "--json"]);
+    assert_eq!(
+        f.count(&format!(
+            "SELECT COUNT(*) FROM observations WHERE id = {id}"
+        )),
+        0,
+        "{r}"
+    );
+    assert_eq!(
+        f.count(&format!(
+            "SELECT COUNT(*) FROM knowledge WHERE obs_id = {id}"
+        )),
+        0
+    );
+}

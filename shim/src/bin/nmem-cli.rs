@@ -66,6 +66,8 @@ enum ServeProfile {
     Nmem,
     /// codex-mem's MCP API v1.
     CodexMem,
+    /// memory-substrate's four tools, resources and prompts.
+    Substrate,
 }
 
 #[derive(clap::Args)]
@@ -130,7 +132,9 @@ enum Command {
     },
     /// The MCP server on stdin/stdout. Profile nmem (default): search, get_observations,
     /// timeline, recent_context, save_memory, __IMPORTANT; codex-mem: codex-mem's MCP API v1
-    /// (save_memory, search, timeline, get_entries, retention_dry_run).
+    /// (save_memory, search, timeline, get_entries, ingest_docs, retention_dry_run); substrate:
+    /// memory-substrate's memory_ingest, memory_query, memory_remember, memory_maintain (each
+    /// `{args: {mode, input_data, options}}`), its memory:// resources and prompts.
     Serve {
         #[arg(long, value_enum, default_value = "nmem")]
         profile: ServeProfile,
@@ -623,6 +627,7 @@ fn main() -> ExitCode {
         Command::Serve { profile } => match nmem_shim::serve::run(match profile {
             ServeProfile::Nmem => nmem_shim::serve::Profile::Nmem,
             ServeProfile::CodexMem => nmem_shim::serve::Profile::CodexMem,
+            ServeProfile::Substrate => nmem_shim::serve::Profile::Substrate,
         }) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
@@ -674,6 +679,7 @@ fn main() -> ExitCode {
             urls: url,
             conversation,
             json,
+            cwd: None,
         }),
         Command::Timeline {
             anchor,

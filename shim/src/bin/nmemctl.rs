@@ -61,7 +61,8 @@ enum Command {
         lines: usize,
     },
     /// Delete what is older than its type's age (config `[retention]`), or over a per-project
-    /// cap. A dry run unless --apply; pinned rows are never deleted.
+    /// cap. A dry run unless --apply; pinned rows are never deleted, nor saved memories whose
+    /// knowledge note is live (unless `[retention] max_age_days` names `memory`).
     Retention {
         /// One age for every type instead of the per-type ages.
         #[arg(long)]
