@@ -205,6 +205,7 @@ fn run() -> anyhow::Result<()> {
     let fd_limit = nmem_daemon::conn::raise_nofile_limit();
     let limits = std::sync::Arc::new(nmem_daemon::conn::Limits::new(&config.limits, fd_limit));
     let _lock = listener::DbLock::acquire(&paths)?;
+    nmem_daemon::store::readers::limit_sqlite_memory();
     let (app, writer_thread) = App::open(paths.clone(), config)?;
     let bound = listener::bind(&paths)?;
     tracing::info!(

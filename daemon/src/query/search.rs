@@ -144,7 +144,10 @@ pub async fn search(app: &App, req: SearchRequest) -> Result<SearchReply, QueryE
             _ => Some(match app.semantic.embed_query(text.clone()).await {
                 Ok((name, v)) => {
                     let (plan, q) = (plan.clone(), v.clone());
-                    let near = app.readers.run(move |c| Ok(plan.nearest(c, &q))).await;
+                    let near = app
+                        .readers
+                        .run_vectors(move |c| Ok(plan.nearest(c, &q)))
+                        .await;
                     Ok((name, v, near))
                 }
                 Err(e) => Err(e),

@@ -32,8 +32,29 @@ pub struct Bounded {
 }
 
 impl Codes {
+    /// What the entry holds in memory: its vectors' capacities, not their lengths (a vector
+    /// grown by doubling holds up to twice its length: 20 MB for 13.7 MB of codes at 1M rows).
     fn bytes(&self) -> usize {
-        self.keys.len() * std::mem::size_of::<Key>() + self.codes.len() * 8
+        self.keys.capacity() * std::mem::size_of::<Key>() + self.codes.capacity() * 8
+    }
+
+    /// Loaded: give back what doubling reserved beyond the rows.
+    fn shrink(mut self) -> Codes {
+        self.keys.shrink_to_fit();
+        self.codes.shrink_to_fit();
+        self
+    }
+
+    /// Room for one more row of `words` words, grown by an eighth rather than doubled: rows
+    /// embedded after a load arrive one batch at a time, and doubling a loaded entry would
+    /// hold twice its codes for one new row.
+    fn reserve_one(&mut self, words: usize) {
+        if self.keys.len() == self.keys.capacity() {
+            self.keys.reserve_exact(self.keys.len() / 8 + 64);
+        }
+        if self.codes.len() + words > self.codes.capacity() {
+            self.codes.reserve_exact(self.codes.len() / 8 + 64 * words);
+        }
     }
 }
 
@@ -108,7 +129,7 @@ impl Cache {
             let rows = scope_rows(c, project)?;
             let per_row = std::mem::size_of::<Key>() + words * 8;
             let whole = if (rows[0] + rows[1]) as usize * per_row <= self.cap {
-                load(c, active, project, self.cap)?
+                load(c, active, project, self.cap, (rows[0] + rows[1]) as usize)?
             } else {
                 None
             };
@@ -122,8 +143,8 @@ impl Cache {
                     }
                 },
             };
-            self.entries.insert(entry_key.clone(), codes);
-            self.evict(&entry_key);
+            self.entries.insert(entry_key.clone(), codes.shrink());
+            self.evict(Some(&entry_key));
         }
         let clock = self.clock;
         let codes = self.entries.get_mut(&entry_key).expect("just inserted");
@@ -135,13 +156,19 @@ impl Cache {
         Ok(Some((best(codes, &qcode, words, m, prompts), bounded)))
     }
 
-    /// A row embedded after its project's codes were loaded.
+    /// A row embedded after its project's codes were loaded. The bound holds here too: when
+    /// new rows take the cache over it, the least recently used entries go, this one included
+    /// (its next search loads it again, within the bound).
     pub fn add(&mut self, active: &Active, key: Key, project: &str, vec: &[i8]) {
         if self.model != active.db_id {
             return;
         }
+        let words = vec.len().div_ceil(64);
+        let mut grew = false;
         for name in [Some(project.to_string()), None] {
             if let Some(codes) = self.entries.get_mut(&name) {
+                codes.reserve_one(words);
+                grew = true;
                 codes.keys.push(key);
                 code_of(vec, &mut codes.codes);
                 if let Some(total) = &mut codes.partial {
@@ -149,15 +176,24 @@ impl Cache {
                 }
             }
         }
+        if grew {
+            self.evict(None);
+        }
     }
 
-    /// Drop the least recently used entries until the total is within the bound.
-    fn evict(&mut self, keep: &Option<String>) {
-        while self.entries.values().map(Codes::bytes).sum::<usize>() > self.cap {
+    /// What the cached codes hold in memory, in bytes (at most the bound).
+    pub fn held(&self) -> usize {
+        self.entries.values().map(Codes::bytes).sum()
+    }
+
+    /// Drop the least recently used entries (never `keep`, the one just loaded, which fits by
+    /// construction) until the total is within the bound.
+    fn evict(&mut self, keep: Option<&Option<String>>) {
+        while self.held() > self.cap {
             let oldest = self
                 .entries
                 .iter()
-                .filter(|(k, _)| *k != keep)
+                .filter(|(k, _)| Some(*k) != keep)
                 .min_by_key(|(_, v)| v.last_used)
                 .map(|(k, _)| k.clone());
             match oldest {
@@ -192,14 +228,18 @@ fn load(
     active: &Active,
     project: Option<&str>,
     cap: usize,
+    rows: usize,
 ) -> rusqlite::Result<Option<Codes>> {
+    let words = active.dim.div_ceil(64);
+    let per_row = std::mem::size_of::<Key>() + words * 8;
+    // Reserved at the size counted, so loading never holds a doubled vector.
+    let rows = rows.min(cap / per_row);
     let mut codes = Codes {
-        keys: Vec::new(),
-        codes: Vec::new(),
+        keys: Vec::with_capacity(rows),
+        codes: Vec::with_capacity(rows * words),
         last_used: 0,
         partial: None,
     };
-    let per_row = std::mem::size_of::<Key>() + active.dim.div_ceil(64) * 8;
     for (sql, prompt) in vector_queries(project) {
         let mut stmt = c.prepare(sql)?;
         let mut rows = stmt.query(rusqlite::params![project, active.db_id])?;
@@ -249,9 +289,10 @@ fn load_newest(
     let total = counts[0] + counts[1];
     let obs_rows = (rows * counts[0] / total.max(1)).min(counts[0]);
     let limits = [obs_rows, rows.saturating_sub(obs_rows).min(counts[1])];
+    let n = (limits[0] + limits[1]) as usize;
     let mut codes = Codes {
-        keys: Vec::new(),
-        codes: Vec::new(),
+        keys: Vec::with_capacity(n),
+        codes: Vec::with_capacity(n * active.dim.div_ceil(64)),
         last_used: 0,
         partial: Some(total),
     };
@@ -379,7 +420,7 @@ pub fn rescore(
                 "SELECT id, scale, vec FROM {table} WHERE model = ? AND id IN ({})",
                 vec!["?"; chunk.len()].join(", ")
             );
-            let mut stmt = c.prepare_cached(&sql)?;
+            let mut stmt = c.prepare(&sql)?;
             let args = std::iter::once(active.db_id).chain(chunk.iter().copied());
             let mut rows = stmt.query(rusqlite::params_from_iter(args))?;
             while let Some(r) = rows.next()? {
@@ -497,6 +538,54 @@ mod tests {
                 if project.is_some() {
                     assert_eq!(k.id % 3, 0, "only the project's rows");
                 }
+            }
+        }
+    }
+
+    /// What the cache's entries hold in memory, measured apart from `Codes::bytes`: the
+    /// capacities of their vectors.
+    fn allocated(cache: &Cache) -> usize {
+        cache
+            .entries
+            .values()
+            .map(|c| c.keys.capacity() * std::mem::size_of::<Key>() + c.codes.capacity() * 8)
+            .sum()
+    }
+
+    /// The bound is on memory held, not on rows: loads reserve no more than their rows, and
+    /// rows embedded later never take the cache over it (before, a loaded entry's vectors held
+    /// up to twice their rows, and every row added after a load grew the cache without bound).
+    #[test]
+    fn the_code_cache_holds_no_more_memory_than_its_bound() {
+        let dim = 64;
+        let c = db(600, dim);
+        let a = active(dim);
+        let q = vector(10_000, dim);
+        let per_row = std::mem::size_of::<Key>() + 8;
+        // Room for every project's 1,200 rows whole, but not for them and the whole database.
+        let cap = per_row * 1_300;
+        let mut cache = Cache::new(cap);
+        for project in [Some("shop"), Some("other"), None, Some("shop")] {
+            cache
+                .candidates(&c, &a, project, &q, 100, true)
+                .unwrap()
+                .expect("fits");
+            assert!(allocated(&cache) <= cap, "{} > {cap}", allocated(&cache));
+            assert_eq!(allocated(&cache), cache.held());
+        }
+        let v = nmem_embed::quant::quantize_i8(&vector(7, dim)).1;
+        for id in 601..5_000 {
+            for project in ["shop", "other"] {
+                cache.add(&a, Key { prompt: false, id }, project, &v);
+                assert!(allocated(&cache) <= cap, "{} > {cap}", allocated(&cache));
+            }
+            if id % 500 == 0 {
+                // Searching again reloads what was dropped, still within the bound.
+                cache
+                    .candidates(&c, &a, Some("other"), &q, 100, true)
+                    .unwrap()
+                    .expect("fits");
+                assert!(allocated(&cache) <= cap);
             }
         }
     }

@@ -6,6 +6,21 @@
 //! client went away: the async future's guard raises a flag), or when the daemon is stopping
 //! ([`Readers::interrupt_all`]). The handler is checked every few thousand VM instructions, so
 //! a query is never beyond reach, whatever its shape.
+//!
+//! **Memory.** SQLite is built with `SQLITE_ENABLE_MEMORY_MANAGEMENT` (libsqlite3-sys), so the
+//! page caches of all connections share one LRU list: a connection at its `cache_size` takes the
+//! least recently used page of *any* connection, and what bounds the pages held is the sum of the
+//! open connections' `cache_size`s, not each one. Measured at 1M rows (`nmem-bench
+//! --search-only --model`, `sqlite3_memory_used` read with gdb): 9 MB after the lexical lines,
+//! 27 MB after the hybrid ones, because a hybrid search's vector half took a second query reader
+//! (its 8 MB added to the sum) while the lexical half held the first, and its scattered vector
+//! pages, read once, pushed the index's pages out; nmemd's RSS went over its 64 MB budget. Now:
+//! * [`limit_sqlite_memory`] sets a process-wide soft heap limit, [`SQLITE_HEAP_LIMIT_MB`]:
+//!   past it SQLite frees least recently used pages before allocating, whatever the number of
+//!   connections open;
+//! * vector reads ([`Readers::run_vectors`]: a hybrid search's nearest rows, the codes a project
+//!   loads) run on readers of their own with a 1 MB `cache_size`, so a hybrid search adds 1 MB,
+//!   not 8, to the sum, and query readers ([`Readers::run`]) keep the index's pages.
 
 use rusqlite::Connection;
 use std::path::PathBuf;
@@ -13,7 +28,30 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+/// What all of SQLite's memory (page caches, statements, the writer's buffers) may reach
+/// before it frees cached pages instead of growing: the writer's 8 MB cache, one query reader's
+/// 8 MB, two vector readers' and the statements. The lexical lines at 1M use 9 MB.
+pub const SQLITE_HEAP_LIMIT_MB: i64 = 20;
+
+/// Bound SQLite's memory in this process (module doc). Process-wide: nmemd calls it once, at
+/// start.
+pub fn limit_sqlite_memory() {
+    // SAFETY: sets a global threshold; safe to call at any time, from any thread.
+    unsafe {
+        rusqlite::ffi::sqlite3_soft_heap_limit64(SQLITE_HEAP_LIMIT_MB * 1024 * 1024);
+    }
+}
+
+/// Query readers kept open.
 const KEEP: usize = 4;
+/// Vector readers kept open: one per hybrid search running at once, which is the searches the
+/// two cores run at once.
+const KEEP_VECTORS: usize = 2;
+/// The page cache of a query reader, KiB (SQLite's `cache_size`, negative: in KiB).
+pub const QUERY_CACHE_KIB: i64 = 8192;
+/// The page cache of a vector reader, KiB: the vector table's interior pages (about 300 at 1M
+/// rows) and one search's leaf pages, not more.
+pub const VECTOR_CACHE_KIB: i64 = 1024;
 /// VM instructions between two checks of the budget (well under a millisecond).
 const CHECK_EVERY: i32 = 4000;
 
@@ -21,6 +59,8 @@ const CHECK_EVERY: i32 = 4000;
 pub struct Readers {
     path: PathBuf,
     pool: Arc<Mutex<Vec<Connection>>>,
+    /// Readers for vector reads, with a small page cache (module doc).
+    vectors: Arc<Mutex<Vec<Connection>>>,
     budget: Duration,
     stopping: Arc<AtomicBool>,
     /// The phrase counts `nmem_bm25` remembers, shared by every connection of the pool.
@@ -60,6 +100,7 @@ impl Readers {
         Readers {
             path,
             pool: Arc::new(Mutex::new(Vec::new())),
+            vectors: Arc::new(Mutex::new(Vec::new())),
             budget,
             stopping: Arc::new(AtomicBool::new(false)),
             docfreq: Default::default(),
@@ -87,7 +128,22 @@ impl Readers {
         let this = self.clone();
         let cancel = Arc::new(AtomicBool::new(false));
         let _guard = CancelOnDrop(cancel.clone());
-        tokio::task::spawn_blocking(move || this.run_cancellable(f, cancel))
+        tokio::task::spawn_blocking(move || this.run_cancellable(f, cancel, false))
+            .await
+            .map_err(|e| ReadError::Join(e.to_string()))?
+    }
+
+    /// [`Readers::run`] on a reader for vector reads, whose page cache is
+    /// [`VECTOR_CACHE_KIB`]: for reads of pages that the next query will not read again.
+    pub async fn run_vectors<T, F>(&self, f: F) -> Result<T, ReadError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static,
+    {
+        let this = self.clone();
+        let cancel = Arc::new(AtomicBool::new(false));
+        let _guard = CancelOnDrop(cancel.clone());
+        tokio::task::spawn_blocking(move || this.run_cancellable(f, cancel, true))
             .await
             .map_err(|e| ReadError::Join(e.to_string()))?
     }
@@ -105,7 +161,7 @@ impl Readers {
         let _guard = CancelOnDrop(cancel.clone());
         tokio::task::spawn_blocking(move || {
             let conn = this.open()?;
-            conn.execute_batch("PRAGMA cache_size = -1024;")?;
+            conn.execute_batch(&format!("PRAGMA cache_size = -{VECTOR_CACHE_KIB};"))?;
             this.bounded(&conn, f, cancel, true)
         })
         .await
@@ -135,15 +191,27 @@ impl Readers {
         &self,
         f: impl FnOnce(&Connection) -> rusqlite::Result<T>,
         cancel: Arc<AtomicBool>,
+        vectors: bool,
     ) -> Result<T, ReadError> {
-        let conn = self.pool.lock().unwrap().pop();
+        let (pool, keep) = if vectors {
+            (&self.vectors, KEEP_VECTORS)
+        } else {
+            (&self.pool, KEEP)
+        };
+        let conn = pool.lock().unwrap().pop();
         let conn = match conn {
             Some(c) => c,
-            None => self.open()?,
+            None => {
+                let c = self.open()?;
+                if vectors {
+                    c.execute_batch(&format!("PRAGMA cache_size = -{VECTOR_CACHE_KIB};"))?;
+                }
+                c
+            }
         };
         let out = self.bounded(&conn, f, cancel, true);
-        let mut pool = self.pool.lock().unwrap();
-        if pool.len() < KEEP {
+        let mut pool = pool.lock().unwrap();
+        if pool.len() < keep {
             pool.push(conn);
         }
         out

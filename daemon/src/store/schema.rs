@@ -143,7 +143,10 @@ pub fn open_reader(path: &Path) -> rusqlite::Result<Connection> {
             | OpenFlags::SQLITE_OPEN_URI,
     )?;
     conn.busy_timeout(std::time::Duration::from_secs(5))?;
-    conn.execute_batch("PRAGMA temp_store = MEMORY; PRAGMA cache_size = -8192;")?;
+    conn.execute_batch(&format!(
+        "PRAGMA temp_store = MEMORY; PRAGMA cache_size = -{};",
+        super::readers::QUERY_CACHE_KIB
+    ))?;
     Ok(conn)
 }
 
