@@ -305,17 +305,31 @@ impl EmbedChild {
         ready_timeout: Duration,
     ) -> Result<EmbedChild, EmbedError> {
         let deadline = Instant::now() + ready_timeout;
-        let mut child = Command::new(bin)
+        let mut command = Command::new(bin);
+        command
             .arg("--model-dir")
             .arg(model_dir)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .map_err(|source| EmbedError::Spawn {
-                bin: bin.to_owned(),
-                source,
-            })?;
+            .stderr(Stdio::inherit());
+        // ETXTBSY: the binary is still open for writing somewhere (an install copying it in, or
+        // a descriptor another thread's fork holds until its exec): it clears in moments, so
+        // try again a few times, backing off, before calling it an error.
+        let mut backoff = Duration::from_millis(1);
+        let mut child = loop {
+            match command.spawn() {
+                Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) && backoff.as_millis() < 512 => {
+                    std::thread::sleep(backoff);
+                    backoff *= 2;
+                }
+                r => {
+                    break r.map_err(|source| EmbedError::Spawn {
+                        bin: bin.to_owned(),
+                        source,
+                    })?
+                }
+            }
+        };
         let (stdin, stdout) = (
             child.stdin.take().expect("piped"),
             child.stdout.take().expect("piped"),
@@ -801,6 +815,37 @@ mod tests {
             vec![vec![1.0, 0.0]]
         );
         assert!(child.shutdown(Duration::from_secs(10)).unwrap().success());
+    }
+
+    #[test]
+    fn a_binary_held_open_for_writing_is_retried_then_reported() {
+        use std::os::unix::fs::OpenOptionsExt;
+        let dir = std::env::temp_dir().join(format!("nmem-embed-busy-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("busy");
+        // Still open for writing (as while an install copies it in): exec fails with ETXTBSY.
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o700)
+            .open(&path)
+            .unwrap();
+        std::io::Write::write_all(
+            &mut f,
+            format!("#!/bin/sh\n{READY}\nexec cat >/dev/null\n").as_bytes(),
+        )
+        .unwrap();
+        let err = EmbedChild::spawn(&path, Path::new("/x"), Duration::from_secs(10)).unwrap_err();
+        assert!(
+            matches!(&err, EmbedError::Spawn { source, .. } if source.raw_os_error() == Some(libc::ETXTBSY)),
+            "{err}"
+        );
+        // Closed: the same binary starts.
+        drop(f);
+        let child = EmbedChild::spawn(&path, Path::new("/x"), Duration::from_secs(10)).unwrap();
+        drop(child);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

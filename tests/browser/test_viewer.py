@@ -210,6 +210,7 @@ def main():
         driver.find_element(By.ID, "tab-health").click()
         wait_for("health cards", lambda: len(driver.find_elements(By.CSS_SELECTOR, "#health-grid .card")) > 5)
         wait_for("the trends chart", lambda: driver.find_elements(By.CSS_SELECTOR, "#chart svg rect"))
+        wait_for("the queue depth's line", lambda: driver.find_elements(By.CSS_SELECTOR, "#chart svg polyline.depth"))
         check("Health shows status and the chart", True)
         driver.save_screenshot(str(SHOTS / "health.png"))
         driver.find_element(By.ID, "tab-actions").click()

@@ -618,6 +618,62 @@ fn every_route_answers_with_its_status_shape_and_messages() {
             .status,
         200
     );
+    // Per event, by session (its row number or its id), message type and success.
+    let of_cm1 = v
+        .get(&format!(
+            "/api/ops/session-timings?sessionDbId={}",
+            init["sessionDbId"]
+        ))
+        .json();
+    let rows = of_cm1["timings"].as_array().unwrap();
+    assert!(rows.len() >= 2, "{of_cm1}");
+    for r in rows {
+        assert_eq!(r["sessionId"], "cm-1", "{r}");
+        assert_eq!(r["success"], true, "{r}");
+        let (wait, total) = (
+            r["queueWaitMs"].as_f64().unwrap(),
+            r["totalMs"].as_f64().unwrap(),
+        );
+        assert!(wait >= 0.0 && total >= wait, "{r}");
+        assert!(r["commitMs"].as_f64().unwrap() >= 0.0, "{r}");
+    }
+    let summaries = v
+        .get(&format!(
+            "/api/ops/session-timings?sessionDbId={}&messageType=summarize",
+            init["sessionDbId"]
+        ))
+        .json();
+    let summaries = summaries["timings"].as_array().unwrap();
+    // The turn's end (summarize) and the session's end (complete).
+    assert!(
+        !summaries.is_empty() && summaries.len() < rows.len(),
+        "{summaries:?}"
+    );
+    assert!(summaries.iter().all(|r| r["messageType"] == "summarize"
+        && ["Stop", "SessionEnd"].contains(&r["event"].as_str().unwrap())));
+    let of_apisess = v.get("/api/ops/session-timings?sessionId=apisess").json();
+    assert!(
+        of_apisess["timings"].as_array().unwrap().len() >= 2,
+        "{of_apisess}"
+    );
+    assert!(of_apisess["timings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|r| r["sessionId"] == "apisess" && r["messageType"] == "observation"));
+    let failed = v.get("/api/ops/session-timings?success=false").json();
+    assert_eq!(failed["timings"].as_array().unwrap().len(), 0, "{failed}");
+    assert_eq!(
+        v.get("/api/ops/session-timings?sessionDbId=999999").json()["timings"]
+            .as_array()
+            .unwrap()
+            .len(),
+        0
+    );
+    assert_eq!(
+        v.get("/api/ops/session-timings?messageType=model").status,
+        400
+    );
     let fail = v.get("/api/ops/failure-summary").json();
     assert!(fail["byClass"].is_object());
     assert_eq!(v.get("/api/ops/failure-summary/export").status, 200);
@@ -630,6 +686,7 @@ fn every_route_answers_with_its_status_shape_and_messages() {
         "queueCount",
         "avgQueueTotalMs",
         "failureCount",
+        "maxQueueDepth",
     ] {
         assert!(buckets[0].get(k).is_some(), "{k}");
     }

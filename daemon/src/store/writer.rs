@@ -229,7 +229,7 @@ fn run(mut conn: Connection, mut rx: mpsc::Receiver<Job>, mut dedup: Dedup, stat
                 Job::Event(ev, reply) => batch.push((ev, reply)),
                 Job::Exec(f) => {
                     // Keep queue order: commit what came before, then run it alone.
-                    commit_batch(&mut conn, &mut batch, &mut dedup, &stats);
+                    commit_batch(&mut conn, &mut batch, &mut dedup, &stats, rx.len());
                     f(&mut conn);
                 }
                 Job::Shutdown => {
@@ -242,7 +242,7 @@ fn run(mut conn: Connection, mut rx: mpsc::Receiver<Job>, mut dedup: Dedup, stat
             }
         }
         unindexed = unindexed.saturating_add(batch.len() as u64);
-        commit_batch(&mut conn, &mut batch, &mut dedup, &stats);
+        commit_batch(&mut conn, &mut batch, &mut dedup, &stats, rx.len());
         // Under sustained load, index in bulk.
         if !stop && unindexed >= super::fts::INDEX_UNDER_LOAD {
             match super::fts::index_pending(&mut conn) {
@@ -271,7 +271,14 @@ fn run(mut conn: Connection, mut rx: mpsc::Receiver<Job>, mut dedup: Dedup, stat
 
 type Pending = (Box<Prepared>, oneshot::Sender<Result<Applied, WriteError>>);
 
-fn commit_batch(conn: &mut Connection, batch: &mut Vec<Pending>, dedup: &mut Dedup, stats: &Stats) {
+/// `queue_depth`: the jobs waiting behind this batch (for the viewer's trends).
+fn commit_batch(
+    conn: &mut Connection,
+    batch: &mut Vec<Pending>,
+    dedup: &mut Dedup,
+    stats: &Stats,
+    queue_depth: usize,
+) {
     if batch.is_empty() {
         return;
     }
@@ -285,7 +292,7 @@ fn commit_batch(conn: &mut Connection, batch: &mut Vec<Pending>, dedup: &mut Ded
         Ok(None) => store_each(conn, batch, dedup),
         Err(e) => Err(e),
     };
-    finish(batch, result, started, stats);
+    finish(batch, result, started, stats, queue_depth);
 }
 
 /// The batch in one transaction, no savepoints. `Ok(None)`: an event failed and nothing was
@@ -362,6 +369,7 @@ fn finish(
     result: rusqlite::Result<Vec<Result<Applied, WriteError>>>,
     started: std::time::Instant,
     stats: &Stats,
+    queue_depth: usize,
 ) {
     match result {
         Ok(results) => {
@@ -381,6 +389,13 @@ fn finish(
                 results.len(),
                 commit_ms,
                 batch.first().map(|(ev, _)| ev.received_at),
+                queue_depth,
+            );
+            stats.ops.events(
+                batch
+                    .iter()
+                    .zip(&results)
+                    .map(|((ev, _), res)| timing(ev, res.is_ok(), commit_ms)),
             );
             for ((ev, reply), res) in batch.drain(..).zip(results) {
                 match &res {
@@ -408,10 +423,35 @@ fn finish(
                 "commit_failed",
                 format!("commit of {} events failed: {e}", batch.len()),
             );
+            let commit_ms = started.elapsed().as_secs_f64() * 1000.0;
+            stats
+                .ops
+                .events(batch.iter().map(|(ev, _)| timing(ev, false, commit_ms)));
             for (_, reply) in batch.drain(..) {
                 let _ = reply.send(Err(WriteError::Storage(e.to_string())));
             }
         }
+    }
+}
+
+/// An event's timing through a group commit that took `commit_ms` and ends now.
+fn timing(ev: &Prepared, success: bool, commit_ms: f64) -> crate::web::ops::EventTiming {
+    use crate::web::ops::live_wait;
+    use nmem_proto::harness::Event;
+    let now = nmem_proto::now_ms();
+    crate::web::ops::EventTiming {
+        at_ms: now,
+        event_id: ev.event_id.clone(),
+        session_id: ev.session_id.clone(),
+        event: ev.event_name.clone(),
+        message_type: match ev.event {
+            Event::Stop | Event::SessionEnd => "summarize",
+            _ => "observation",
+        },
+        success,
+        queue_wait_ms: live_wait(now - commit_ms as i64, Some(ev.received_at)),
+        commit_ms,
+        total_ms: live_wait(now, Some(ev.received_at)),
     }
 }
 

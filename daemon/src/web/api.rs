@@ -20,6 +20,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use nmem_proto::query::{GetRequest, Observation, SaveRequest, SearchRequest, TimelineRequest};
 use nmem_proto::wire::{code, RecordOutcome};
+use rusqlite::OptionalExtension;
 use serde::de::DeserializeOwned;
 use serde_json::{json, Map, Value};
 use std::sync::atomic::Ordering;
@@ -972,33 +973,75 @@ async fn search_traces(State(app): State<Arc<App>>, uri: Uri) -> R {
     ok(json!({"traces": t, "count": t.len()}))
 }
 
-fn timings(m: &Map<String, Value>, app: &App) -> Result<Vec<ops::CommitTiming>, ApiError> {
+/// Per-event timings, newest first, filtered by window, session (`sessionDbId`, the session's
+/// row number, or `sessionId`), `messageType` (`observation` | `summarize`) and `success`.
+async fn timings(m: &Map<String, Value>, app: &App) -> Result<Vec<ops::EventTiming>, ApiError> {
     let w = window(m)?;
+    let message_type = match text(m, "messageType") {
+        None => None,
+        Some(t @ ("observation" | "summarize")) => Some(t.to_string()),
+        Some(t) => {
+            return Err(bad(format!(
+                "messageType must be observation or summarize, not {t}"
+            )))
+        }
+    };
+    let success = m.get("success").and_then(Value::as_bool);
+    let session = match (int(m, "sessionDbId"), text(m, "sessionId")) {
+        (Some(row), _) => {
+            let id = app
+                .readers
+                .run(move |c| {
+                    c.query_row("SELECT id FROM sessions WHERE rowid = ?1", [row], |r| {
+                        r.get::<_, String>(0)
+                    })
+                    .optional()
+                })
+                .await
+                .map_err(QueryError::from)?;
+            // An unknown session has no timings (not an error: it may not be stored yet).
+            Some(id.unwrap_or_default())
+        }
+        (None, Some(id)) => Some(id.to_string()),
+        (None, None) => None,
+    };
     let mut v: Vec<_> = app
         .stats
         .ops
-        .commits()
+        .event_timings()
         .into_iter()
         .rev()
         .filter(|t| t.at_ms >= w.from && t.at_ms <= w.to)
+        .filter(|t| session.as_ref().is_none_or(|s| &t.session_id == s))
+        .filter(|t| message_type.as_ref().is_none_or(|k| t.message_type == k))
+        .filter(|t| success.is_none_or(|b| t.success == b))
         .collect();
     v.truncate(w.limit);
     Ok(v)
 }
 
 async fn session_timings(State(app): State<Arc<App>>, uri: Uri) -> R {
-    let t = timings(&params(&uri)?, &app)?;
-    let n = t.len().max(1) as f64;
-    let waited: Vec<f64> = t.iter().filter_map(|c| c.queue_total_ms).collect();
+    let t = timings(&params(&uri)?, &app).await?;
+    let avg = |xs: Vec<f64>| {
+        if xs.is_empty() {
+            0.0
+        } else {
+            xs.iter().sum::<f64>() / xs.len() as f64
+        }
+    };
+    let commits = app.stats.ops.commits();
     ok(json!({
         "timings": t,
         "averages": {
-            "commitMs": t.iter().map(|c| c.commit_ms).sum::<f64>() / n,
-            "queueTotalMs": if waited.is_empty() { 0.0 } else { waited.iter().sum::<f64>() / waited.len() as f64 },
-            "eventsPerCommit": t.iter().map(|c| c.events as f64).sum::<f64>() / n,
+            "queueWaitMs": avg(t.iter().filter_map(|e| e.queue_wait_ms).collect()),
+            "commitMs": avg(t.iter().map(|e| e.commit_ms).collect()),
+            "indexMs": 0.0,
+            "totalMs": avg(t.iter().filter_map(|e| e.total_ms).collect()),
+            "eventsPerCommit": avg(commits.iter().map(|c| c.events as f64).collect()),
         },
-        "note": "nmem has no model step: a timing is one group commit (its events, the \
-                 transaction's time, and the wait of its first live event from the hook to the commit)",
+        "note": "nmem has no model step: an event waits in the writer's queue (queueWaitMs), is \
+                 stored in a group commit (commitMs) and acknowledged (totalMs); full-text \
+                 indexing runs after the acknowledgement, off the event's path (indexMs 0)",
     }))
 }
 
@@ -1096,7 +1139,7 @@ async fn search_traces_export(State(app): State<Arc<App>>, uri: Uri) -> R {
 
 async fn session_timings_export(State(app): State<Arc<App>>, uri: Uri) -> R {
     let m = params(&uri)?;
-    export_rows(&m, "session-timings", &timings(&m, &app)?)
+    export_rows(&m, "session-timings", &timings(&m, &app).await?)
 }
 
 async fn failure_summary_export(State(app): State<Arc<App>>, uri: Uri) -> R {

@@ -2,9 +2,10 @@
 //! (`/api/ops/search-traces`, `session-timings`, `failure-summary`, `trends`): bounded rings in
 //! memory, [`RING`] entries each, lost at restart (the durable record is the log).
 //!
-//! CodexMem times an LLM per message (queue wait, model, index); nmem has no model, so a
-//! timing is one group commit: its events, the writer's time in the transaction, and the wait
-//! of its oldest live event from the hook's receipt to the commit.
+//! CodexMem times an LLM per message (queue wait, model, index); nmem has no model, so an
+//! event's timing is its wait from the hook's receipt to the start of its group commit, the
+//! commit's time, and the total to the acknowledgement ([`EventTiming`]); each group commit is
+//! remembered too ([`CommitTiming`], with the writer's queue depth after it, for the trends).
 
 use crate::app::App;
 use crate::query::{self, QueryError};
@@ -39,6 +40,28 @@ pub struct CommitTiming {
     /// From the hook's receipt of the batch's first event to the commit; absent for events
     /// received long before (imports, spool drains), which did not wait in this queue.
     pub queue_total_ms: Option<f64>,
+    /// Jobs waiting in the writer's queue when the commit finished.
+    pub queue_depth: usize,
+}
+
+/// One event through the writer (CodexMem's per-message timing, without a model step).
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EventTiming {
+    pub at_ms: i64,
+    pub event_id: String,
+    pub session_id: String,
+    /// The harness's event (`PostToolUse`, `Stop`, ...).
+    pub event: String,
+    /// CodexMem's `messageType`: `summarize` for a turn's or session's end, else `observation`.
+    pub message_type: &'static str,
+    pub success: bool,
+    /// From the hook's receipt to the start of its group commit; absent for events received
+    /// long before (imports, spool drains), which did not wait in this queue.
+    pub queue_wait_ms: Option<f64>,
+    pub commit_ms: f64,
+    /// From the hook's receipt to the acknowledgement (absent like `queue_wait_ms`).
+    pub total_ms: Option<f64>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -53,6 +76,7 @@ pub struct Failure {
 pub struct Ops {
     searches: Mutex<VecDeque<SearchTrace>>,
     commits: Mutex<VecDeque<CommitTiming>>,
+    events: Mutex<VecDeque<EventTiming>>,
     failures: Mutex<VecDeque<Failure>>,
 }
 
@@ -64,6 +88,14 @@ fn push<T>(ring: &Mutex<VecDeque<T>>, v: T) {
     r.push_back(v);
 }
 
+/// The wait from `received_ms` to `now`, when the event was live (received within the last
+/// minute: imports and spool drains carry their original times).
+pub fn live_wait(now: i64, received_ms: Option<i64>) -> Option<f64> {
+    received_ms
+        .map(|r| (now - r) as f64)
+        .filter(|w| (0.0..60_000.0).contains(w))
+}
+
 fn snapshot<T: Clone>(ring: &Mutex<VecDeque<T>>) -> Vec<T> {
     ring.lock()
         .unwrap_or_else(|e| e.into_inner())
@@ -73,20 +105,37 @@ fn snapshot<T: Clone>(ring: &Mutex<VecDeque<T>>) -> Vec<T> {
 }
 
 impl Ops {
-    pub fn commit(&self, events: usize, commit_ms: f64, first_received_ms: Option<i64>) {
+    /// A group commit of `events` events that took `commit_ms`, the oldest received at
+    /// `first_received_ms`, with `queue_depth` jobs waiting after it.
+    pub fn commit(
+        &self,
+        events: usize,
+        commit_ms: f64,
+        first_received_ms: Option<i64>,
+        queue_depth: usize,
+    ) {
         let now = nmem_proto::now_ms();
-        let queue_total_ms = first_received_ms
-            .map(|r| (now - r) as f64)
-            .filter(|w| (0.0..60_000.0).contains(w));
         push(
             &self.commits,
             CommitTiming {
                 at_ms: now,
                 events,
                 commit_ms,
-                queue_total_ms,
+                queue_total_ms: live_wait(now, first_received_ms),
+                queue_depth,
             },
         );
+    }
+
+    /// The events of one group commit, under one lock.
+    pub fn events(&self, timings: impl IntoIterator<Item = EventTiming>) {
+        let mut r = self.events.lock().unwrap_or_else(|e| e.into_inner());
+        for t in timings {
+            if r.len() >= RING {
+                r.pop_front();
+            }
+            r.push_back(t);
+        }
     }
 
     pub fn failure(&self, class: &str, message: &str) {
@@ -105,6 +154,9 @@ impl Ops {
     }
     pub fn commits(&self) -> Vec<CommitTiming> {
         snapshot(&self.commits)
+    }
+    pub fn event_timings(&self) -> Vec<EventTiming> {
+        snapshot(&self.events)
     }
     pub fn failures(&self) -> Vec<Failure> {
         snapshot(&self.failures)
@@ -153,6 +205,8 @@ pub struct Bucket {
     pub avg_queue_total_ms: f64,
     /// Events stored in the bucket (the ingest rate's chart).
     pub event_count: u64,
+    /// The writer's deepest queue after a commit in the bucket (the queue's chart).
+    pub max_queue_depth: u64,
     pub failure_count: u64,
 }
 
@@ -188,6 +242,7 @@ pub fn trends(
         if let Some(i) = slot(c.at_ms) {
             out[i].queue_count += 1;
             out[i].event_count += c.events as u64;
+            out[i].max_queue_depth = out[i].max_queue_depth.max(c.queue_depth as u64);
             if let Some(q) = c.queue_total_ms {
                 queue_ms[i].0 += q;
                 queue_ms[i].1 += 1;
@@ -245,6 +300,30 @@ mod tests {
             "50 s ago is in the second bucket of ten"
         );
         assert_eq!(b.iter().map(|b| b.search_count).sum::<u64>(), 3);
+    }
+
+    #[test]
+    fn a_bucket_keeps_the_deepest_queue_after_its_commits() {
+        let now = 1_000_000;
+        let c = |at_ms, queue_depth| CommitTiming {
+            at_ms,
+            events: 2,
+            commit_ms: 1.0,
+            queue_total_ms: Some(3.0),
+            queue_depth,
+        };
+        let b = trends(
+            now,
+            60_000,
+            10_000,
+            &[],
+            &[c(now - 1_000, 4), c(now - 2_000, 9), c(now - 15_000, 1)],
+            &[],
+        );
+        assert_eq!(b[5].max_queue_depth, 9);
+        assert_eq!(b[5].event_count, 4);
+        assert_eq!(b[4].max_queue_depth, 1);
+        assert_eq!(b[0].max_queue_depth, 0);
     }
 
     proptest! {

@@ -262,6 +262,12 @@ function chart(buckets) {
   const line = document.createElementNS(NS, "polyline");
   line.setAttribute("points", buckets.map((b, i) => i * bw + bw / 2 + "," + (H - (b.searchCount / maxS) * (H - 10))).join(" "));
   svg.appendChild(line);
+  // The writer's deepest queue per bucket, on its own scale.
+  const maxQ = Math.max(1, ...buckets.map((b) => b.maxQueueDepth));
+  const depth = document.createElementNS(NS, "polyline");
+  depth.setAttribute("class", "depth");
+  depth.setAttribute("points", buckets.map((b, i) => i * bw + bw / 2 + "," + (H - (b.maxQueueDepth / maxQ) * (H - 10))).join(" "));
+  svg.appendChild(depth);
   $("chart").replaceChildren(svg);
 }
 
