@@ -125,12 +125,7 @@ impl Readers {
         T: Send + 'static,
         F: FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static,
     {
-        let this = self.clone();
-        let cancel = Arc::new(AtomicBool::new(false));
-        let _guard = CancelOnDrop(cancel.clone());
-        tokio::task::spawn_blocking(move || this.run_cancellable(f, cancel, false))
-            .await
-            .map_err(|e| ReadError::Join(e.to_string()))?
+        self.run_pooled(f, false).await
     }
 
     /// [`Readers::run`] on a reader for vector reads, whose page cache is
@@ -140,10 +135,20 @@ impl Readers {
         T: Send + 'static,
         F: FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static,
     {
+        self.run_pooled(f, true).await
+    }
+
+    /// `f` on a pooled reader (a vector reader when `vectors`), off the async threads,
+    /// cancelled when the caller stops waiting.
+    async fn run_pooled<T, F>(&self, f: F, vectors: bool) -> Result<T, ReadError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static,
+    {
         let this = self.clone();
         let cancel = Arc::new(AtomicBool::new(false));
         let _guard = CancelOnDrop(cancel.clone());
-        tokio::task::spawn_blocking(move || this.run_cancellable(f, cancel, true))
+        tokio::task::spawn_blocking(move || this.run_cancellable(f, cancel, vectors))
             .await
             .map_err(|e| ReadError::Join(e.to_string()))?
     }
