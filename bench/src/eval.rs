@@ -390,6 +390,8 @@ fn score(
             unmapped += 1;
         }
         let mut ranks = serde_json::Map::new();
+        let mut answer_at = serde_json::Map::new();
+        let mut lists = serde_json::Map::new();
         for (way, order, mode, question) in &ways {
             let query = if *question {
                 &q.question
@@ -415,6 +417,27 @@ fn score(
             let answered = answer_ranks(conn, &items, &q.answer_keys)?;
             let rank = hits.iter().position(|x| gold.contains(x)).map(|r| r + 1);
             ranks.insert(way.clone(), json!(rank));
+            answer_at.insert(way.clone(), json!(answered.first()));
+            // The relevance ways' lists, for reading what outranks a gold item (eval/ANALYSIS.md).
+            if *order == "relevance" {
+                let list: Vec<Value> = items
+                    .iter()
+                    .take(K)
+                    .enumerate()
+                    .map(|(n, i)| {
+                        let here = (i["kind"].as_str().unwrap_or("").to_string(), i["id"].as_i64().unwrap_or(0));
+                        json!({"kind": i["kind"], "id": i["id"], "type": i["obs_type"],
+                            "gold": gold.contains(&here), "answers": answered.contains(&(n + 1)),
+                            "score": i["score"],
+                            "preview": i["content_preview"].as_str().unwrap_or("").chars().take(100).collect::<String>(),
+                            "sources": i["retrieval_sources"].as_array().map(|s| s.iter().map(|s| format!(
+                                "{}{}#{}", s["source"].as_str().unwrap_or(""),
+                                s["tier"].as_str().map(|t| format!("/{t}")).unwrap_or_default(),
+                                s["rank"])).collect::<Vec<_>>().join(" ")).unwrap_or_default()})
+                    })
+                    .collect();
+                lists.insert(way.clone(), Value::Array(list));
+            }
             for set in [q.set.as_str(), "all"] {
                 for t in [q.question_type.as_str(), "all"] {
                     table
@@ -428,8 +451,10 @@ fn score(
                 }
             }
         }
-        per_question
-            .push(json!({"question_id": q.question_id, "set": q.set, "first_gold_rank": ranks}));
+        per_question.push(
+            json!({"question_id": q.question_id, "set": q.set, "type": q.question_type,
+                "first_gold_rank": ranks, "first_answer_rank": answer_at, "top": lists}),
+        );
     }
     // The digest a new session of each history's project gets, after everything was recorded.
     let mut digest_hits: BTreeMap<String, (usize, usize)> = BTreeMap::new();

@@ -134,6 +134,32 @@ pub struct SearchConfig {
     /// result matches every meaningful word and embeddings found some: the question is phrased
     /// in other words than the record, so meaning should decide more.
     pub weight_loose_unmatched: f64,
+    /// A lexical result counts once, at the strictest tier that found it (a row matching every
+    /// word is not counted again by each looser tier, which outvoted the other sources).
+    pub best_tier_only: bool,
+    /// The observations made under the prompts the semantic source found (and under the turns
+    /// whose closing summary it found) count as context too: a question put in other words than
+    /// the record still reaches an edit through the intent it served.
+    pub semantic_context: bool,
+    /// Weight of the context meaning found (`semantic_context`).
+    pub weight_meaning_context: f64,
+    /// The context meaning found counts only when no result matched every meaningful word (a
+    /// question in other words than the record); otherwise the words' own context decides.
+    pub meaning_context_unmatched_only: bool,
+    /// Shell commands that only look (`cat`, `sed -n`, `rg`, `git log`, `git diff`, ...) count as
+    /// looking (`weight_looking`): a listing of commits or a file's lines names what a question
+    /// names, the change itself is recorded on its own row.
+    pub looking_commands: bool,
+    /// Factor on the fused score of user prompts: a prompt restates a question's words, while
+    /// its answer is in what was done under it (which the context source carries).
+    pub weight_prompt: f64,
+    /// Factor on the fused score of closing summaries (turn ends, sub-agent results, compaction
+    /// summaries): they retell a turn in prose, its facts (paths, values, errors) are in the
+    /// actions.
+    pub weight_summary: f64,
+    /// Factor on the fused score of session markers (start, resume, end, compaction): they
+    /// record that a session happened, not what it did.
+    pub weight_session: f64,
 }
 
 impl Default for SearchConfig {
@@ -156,6 +182,14 @@ impl Default for SearchConfig {
             weight_planning: 0.7,
             newest_edit_first: false,
             weight_loose_unmatched: 0.25,
+            best_tier_only: false,
+            semantic_context: false,
+            weight_meaning_context: 0.25,
+            meaning_context_unmatched_only: false,
+            looking_commands: true,
+            weight_prompt: 1.0,
+            weight_summary: 0.7,
+            weight_session: 0.5,
         }
     }
 }

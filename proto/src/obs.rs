@@ -108,6 +108,32 @@ impl ObsType {
         matches!(self, ObsType::Plan | ObsType::TaskSpawn)
     }
 
+    /// Whether the row retells a stretch of work in prose after it happened (a turn's closing
+    /// message, a sub-agent's result, a compaction summary): search can weigh it lower, its
+    /// facts being in the actions it retells (`[search] weight_summary`), and carry its match
+    /// to the turn's actions (`[search] semantic_context`).
+    pub const fn is_summary(self) -> bool {
+        matches!(
+            self,
+            ObsType::TurnEnd | ObsType::SubagentEnd | ObsType::CompactSummary
+        )
+    }
+
+    /// Whether the row marks a session's bounds (start, resume, clear, compaction, fork, end):
+    /// it says a session happened, not what it did (`[search] weight_session`).
+    pub const fn is_session_marker(self) -> bool {
+        matches!(
+            self,
+            ObsType::SessionStart
+                | ObsType::SessionResume
+                | ObsType::SessionClear
+                | ObsType::SessionCompact
+                | ObsType::SessionFork
+                | ObsType::SessionEnd
+                | ObsType::Compaction
+        )
+    }
+
     /// Whether the row holds a file's new content (an edit or a whole write): a later one on the
     /// same file supersedes an earlier one.
     pub const fn is_file_change(self) -> bool {

@@ -176,17 +176,19 @@ fn is_zero(n: &usize) -> bool {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct RetrievalSource {
     /// `lexical` (the words), `semantic` (the meaning), or `context` (the prompt it served
-    /// matched the words).
+    /// matched the words; with tier `meaning`, the prompt or its turn's summary was found by
+    /// meaning).
     pub source: String,
     /// 1-based rank within that source.
     pub rank: u32,
-    /// Lexical: `all_words`, `meaningful_words` or `any_word` (looser tiers count less).
+    /// Lexical: `all_words`, `meaningful_words` or `any_word` (looser tiers count less);
+    /// context: `meaning` when its prompt was found by meaning.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tier: Option<String>,
     /// Semantic: the cosine similarity to the query.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub similarity: Option<f32>,
-    /// Context: the prompt whose words matched.
+    /// Context: the prompt whose words (or meaning) matched.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prompt_id: Option<i64>,
 }

@@ -201,3 +201,96 @@ fn meaning_finds_what_words_miss_and_full_word_matches_stay_first() {
     );
     assert_eq!(search(&home, "staging", &[])["mode"], "lexical");
 }
+
+/// A question in other words than both the record and its prompt's words, but close in meaning
+/// to the prompt: the edit made under that prompt is found through it (the context of meaning,
+/// `retrieval_sources` `context` with tier `meaning` and the prompt's id), by meaning alone.
+#[test]
+fn the_prompt_found_by_meaning_carries_the_actions_made_under_it() {
+    if std::process::Command::new("python3")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        nmem_e2e::skip_unless_required("python3 runs the test embedder and is not installed");
+        return;
+    }
+    let home = Home::new("hyctx");
+    // Off by default (it costs decision questions more than it gains: ARCHITECTURE.md's ablation).
+    std::fs::write(
+        home.dir.join("config.toml"),
+        "[search]\nsemantic_context = true\n",
+    )
+    .unwrap();
+    let embedder = fixtures().join("embedder/concepts.py");
+    let _d = home.start_with(|c| {
+        c.env("NMEM_EMBED_BIN", &embedder);
+    });
+    let prompt = json!({
+        "session_id": "hybrid-1",
+        "prompt_id": "p-hybrid-1",
+        "cwd": "/home/dev/projects/shop",
+        "hook_event_name": "UserPromptSubmit",
+        "prompt": "the nightly export crashed again: make it robust",
+    });
+    assert!(home
+        .record("claude-code", prompt.to_string().as_bytes())
+        .status
+        .success());
+    let edit = bash(
+        1,
+        "python3 tools/coerce_columns.py jobs/orders.py",
+        "zip and sku columns now read as text",
+    );
+    assert!(home.record("claude-code", &edit).status.success());
+    let tiny = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../embed/testdata/tiny-bert");
+    let import = home
+        .cmd("nmemctl")
+        .args(["model", "import"])
+        .arg(&tiny)
+        .output()
+        .unwrap();
+    assert!(
+        import.status.success(),
+        "{}",
+        String::from_utf8_lossy(&import.stderr)
+    );
+    wait_until("every row to be embedded", Duration::from_secs(60), || {
+        let s = json_of(
+            home.cmd("nmemctl")
+                .args(["status", "--json"])
+                .output()
+                .unwrap(),
+        );
+        s["embedding"]["pending"] == 0 && s["embedding"]["embedded"].as_u64().unwrap_or(0) >= 2
+    });
+    let action = ids(&search(&home, "coerce_columns", &["--mode", "lexical"]))[0];
+    let prompt_id = home.count("SELECT id FROM prompts WHERE source = 'user'");
+    assert_eq!(
+        home.count(&format!(
+            "SELECT COUNT(*) FROM observations WHERE id = {action} AND prompt_id = {prompt_id}"
+        )),
+        1,
+        "the action was made under the prompt"
+    );
+    // No word of the question is in the prompt or the action.
+    let q = "scheduled dump broken";
+    assert!(ids(&search(&home, q, &["--mode", "lexical"])).is_empty());
+    let hybrid = search(&home, q, &[]);
+    let item = hybrid["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["id"] == action && h["kind"] == "observation")
+        .unwrap_or_else(|| panic!("the action is found: {hybrid}"));
+    let via_prompt = item["retrieval_sources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["source"] == "context")
+        .unwrap_or_else(|| panic!("found through its prompt: {item}"));
+    assert_eq!(via_prompt["tier"], "meaning", "{item}");
+    assert_eq!(via_prompt["prompt_id"], prompt_id, "{item}");
+    // Lexical mode has no meaning, so no context of meaning either.
+    assert!(ids(&search(&home, q, &["--mode", "lexical"])).is_empty());
+}

@@ -22,6 +22,9 @@ use crate::app::App;
 use crate::config::SearchConfig;
 use crate::semantic::{Availability, Bounded, Key, Nearest, Semantic};
 
+/// The tier of the context source whose prompts the semantic source found.
+const MEANING: &str = "meaning";
+
 /// The semantic source's rows and their similarity to the query.
 type Near = Vec<(Key, f32)>;
 use crate::store::bm25;
@@ -386,7 +389,12 @@ impl Plan {
                 list.keys.push(k);
                 list.similarity.push(sim);
             }
+            let context =
+                (self.cfg.context && self.cfg.semantic_context && self.wants_observations())
+                    .then(|| self.semantic_context(c, &list))
+                    .transpose()?;
             lists.push(list);
+            lists.extend(context.filter(|l| !l.keys.is_empty()));
         }
         // Candidates the lexical queries did not fetch (context, semantic): read them, with the
         // filters applied; those the filters exclude leave every list.
@@ -431,7 +439,58 @@ impl Plan {
                 }
             }
         }
-        let mut out = Ranked::new("context", None, self.cfg.weight_context);
+        self.under_prompts(
+            c,
+            prompts,
+            Ranked::new("context", None, self.cfg.weight_context),
+        )
+    }
+
+    /// The context of meaning: the observations made under the prompts the semantic source
+    /// ranked highest, a closing summary (turn end) standing for its turn's prompt, in the
+    /// order the semantic source found them.
+    fn semantic_context(&self, c: &Connection, near: &Ranked) -> Result<Ranked, QueryError> {
+        let mut prompts: Vec<i64> = Vec::new();
+        let mut turn = c
+            .prepare_cached("SELECT prompt_id, obs_type FROM observations WHERE id = ?1")
+            .map_err(fts_error)?;
+        for k in &near.keys {
+            if prompts.len() >= CONTEXT_PROMPTS {
+                break;
+            }
+            let prompt = if k.prompt {
+                Some(k.id)
+            } else {
+                let row: Option<(Option<i64>, String)> = turn
+                    .query_row([k.id], |r| Ok((r.get(0)?, r.get(1)?)))
+                    .map(Some)
+                    .or_else(|e| match e {
+                        rusqlite::Error::QueryReturnedNoRows => Ok(None),
+                        e => Err(e),
+                    })
+                    .map_err(fts_error)?;
+                row.and_then(|(p, t)| {
+                    ObsType::from_name(&t)
+                        .is_some_and(ObsType::is_summary)
+                        .then_some(p)
+                        .flatten()
+                })
+            };
+            if let Some(p) = prompt.filter(|p| !prompts.contains(p)) {
+                prompts.push(p);
+            }
+        }
+        let out = Ranked::new("context", Some(MEANING), self.cfg.weight_meaning_context);
+        self.under_prompts(c, prompts, out)
+    }
+
+    /// The observations made under each of `prompts` (user prompts only), in turn, into `out`.
+    fn under_prompts(
+        &self,
+        c: &Connection,
+        prompts: Vec<i64>,
+        mut out: Ranked,
+    ) -> Result<Ranked, QueryError> {
         let mut stmt = c
             .prepare_cached(
                 "SELECT o.id FROM prompts p JOIN observations o ON o.prompt_id = p.id
@@ -797,13 +856,17 @@ fn fuse(
     let mut scores: HashMap<Key, f64> = HashMap::new();
     let mut sources: HashMap<Key, Vec<RetrievalSource>> = HashMap::new();
     for list in &lists {
-        // Meaning and the strict tiers keep their weight; the looser tiers and context may not.
-        let strict = matches!(list.tier, Some(ALL_WORDS | MEANINGFUL_WORDS));
-        let weight = if list.source == "semantic" || strict {
-            list.weight
-        } else {
-            list.weight * loose_factor
-        };
+        // Meaning (and the context meaning found) and the strict tiers keep their weight; the
+        // looser tiers and the context of words may not.
+        let strict = matches!(list.tier, Some(ALL_WORDS | MEANINGFUL_WORDS | MEANING));
+        let weight =
+            if list.tier == Some(MEANING) && strict_matched && cfg.meaning_context_unmatched_only {
+                continue;
+            } else if list.source == "semantic" || strict {
+                list.weight
+            } else {
+                list.weight * loose_factor
+            };
         let mut rank = 0u32;
         for (i, key) in list.keys.iter().enumerate() {
             if !found.contains_key(key) {
@@ -811,10 +874,12 @@ fn fuse(
             }
             let seen = sources.entry(*key).or_default();
             // A key appears once per source (the context lists each observation once).
-            if seen
-                .iter()
-                .any(|s| s.source == list.source && s.tier.as_deref() == list.tier)
-            {
+            if seen.iter().any(|s| {
+                s.source == list.source
+                    && (s.tier.as_deref() == list.tier
+                        // The tiers run strictest first: a row counts at the best that found it.
+                        || (cfg.best_tier_only && list.source == "lexical"))
+            }) {
                 continue;
             }
             rank += 1;
@@ -841,16 +906,8 @@ fn fuse(
             Some(h)
         })
         .collect();
-    if cfg.weight_looking != 1.0 || cfg.weight_planning != 1.0 {
-        for h in &mut hits {
-            let t = h.obs_type.as_deref().and_then(ObsType::from_name);
-            if t.is_some_and(ObsType::is_looking) {
-                h.score *= cfg.weight_looking.clamp(0.0, 1.0);
-            }
-            if t.is_some_and(ObsType::is_planning) {
-                h.score *= cfg.weight_planning.clamp(0.0, 1.0);
-            }
-        }
+    for h in &mut hits {
+        h.score *= type_factor(cfg, h).clamp(0.0, 1.0);
     }
     hits.sort_by(|a, b| {
         b.score
@@ -865,6 +922,74 @@ fn fuse(
         collapse_repeats(&mut hits);
     }
     hits
+}
+
+/// The factor on a hit's fused score for what kind of row it is: rows that record looking,
+/// planning, asking, retelling or a session's bounds name what a question names more often than
+/// they hold its answer (each factor has its ablation in `eval/ablation/`).
+fn type_factor(cfg: &SearchConfig, h: &SearchHit) -> f64 {
+    if h.kind == "prompt" {
+        return if h.source.as_deref() == Some("user") {
+            cfg.weight_prompt
+        } else {
+            1.0
+        };
+    }
+    match h.obs_type.as_deref().and_then(ObsType::from_name) {
+        Some(t) if t.is_looking() => cfg.weight_looking,
+        Some(ObsType::Command) if cfg.looking_commands && looks_only(&h.content_preview) => {
+            cfg.weight_looking
+        }
+        Some(t) if t.is_planning() => cfg.weight_planning,
+        Some(t) if t.is_summary() => cfg.weight_summary,
+        Some(t) if t.is_session_marker() => cfg.weight_session,
+        _ => 1.0,
+    }
+}
+
+/// Whether a command line (a command row's opening) only reads: shows a file or part of it,
+/// searches, lists, or shows the repository's history or state. Leading `cd DIR &&` steps are
+/// skipped; a pipeline or chain counts by its first command.
+fn looks_only(command: &str) -> bool {
+    const READERS: &[&str] = &[
+        "cat", "sed", "head", "tail", "less", "more", "grep", "rg", "ag", "ack", "find", "fd",
+        "ls", "tree", "wc", "nl", "bat", "stat", "file",
+    ];
+    const GIT_READERS: &[&str] = &[
+        "log", "show", "status", "diff", "blame", "branch", "shortlog", "grep", "ls-files",
+    ];
+    let line = command.lines().next().unwrap_or("");
+    let mut words = line.split_whitespace().peekable();
+    // `cd DIR &&` (or `;`) before the command itself.
+    while words.peek() == Some(&"cd") {
+        words.next();
+        words.next();
+        if matches!(words.peek(), Some(&"&&") | Some(&";")) {
+            words.next();
+        }
+    }
+    let Some(first) = words.next() else {
+        return false;
+    };
+    let name = first.rsplit('/').next().unwrap_or(first);
+    if name == "sed" {
+        // `sed -i` edits in place; `sed -n` and plain `sed` print.
+        return !line.split_whitespace().any(|w| w.starts_with("-i"));
+    }
+    if name == "git" {
+        // Global options (`-C DIR`, `--no-pager`) before the subcommand.
+        while let Some(w) = words.next() {
+            match w {
+                "-C" | "-c" => {
+                    words.next();
+                }
+                w if w.starts_with('-') => {}
+                sub => return GIT_READERS.contains(&sub),
+            }
+        }
+        return false;
+    }
+    READERS.contains(&name)
 }
 
 /// The places held by changes of one file keep holding changes of that file, newest first: a
@@ -1055,6 +1180,195 @@ mod tests {
         let ids: Vec<i64> = hits.iter().map(|h| h.id).collect();
         // 2 repeats 1 (same type, same text); 4 has the same text but is another type.
         assert_eq!(ids, [1, 3, 4, 5, 2]);
+    }
+
+    #[test]
+    fn a_row_counts_once_at_its_strictest_tier_when_asked() {
+        // 1 matched every word and also each looser tier; 2 only the looser ones, first.
+        let mut all = Ranked::new("lexical", Some(ALL_WORDS), 1.0);
+        all.keys = vec![key(1)];
+        let mut most = Ranked::new("lexical", Some(fts_query::MOST_WORDS), 0.5);
+        most.keys = vec![key(2), key(1)];
+        let mut any = Ranked::new("lexical", Some(fts_query::ANY_WORD), 0.2);
+        any.keys = vec![key(2), key(1)];
+        let found: HashMap<Key, SearchHit> = [1, 2].map(|i| (key(i), hit(i))).into_iter().collect();
+        let lists = || {
+            let mut l = vec![
+                Ranked::new("lexical", Some(ALL_WORDS), 1.0),
+                Ranked::new("lexical", Some(fts_query::MOST_WORDS), 0.5),
+                Ranked::new("lexical", Some(fts_query::ANY_WORD), 0.2),
+            ];
+            for (to, from) in l.iter_mut().zip([&all, &most, &any]) {
+                to.keys = from.keys.clone();
+            }
+            l
+        };
+        let cfg = SearchConfig {
+            best_tier_only: true,
+            all_words_first: false,
+            ..Default::default()
+        };
+        let hits = fuse(&cfg, lists(), found.clone());
+        let one = hits.iter().find(|h| h.id == 1).unwrap();
+        assert_eq!(one.retrieval_sources.len(), 1, "counted once");
+        assert_eq!(one.retrieval_sources[0].tier.as_deref(), Some(ALL_WORDS));
+        let two = hits.iter().find(|h| h.id == 2).unwrap();
+        assert_eq!(
+            two.retrieval_sources[0].tier.as_deref(),
+            Some(fts_query::MOST_WORDS)
+        );
+        // Counted in every tier, 1 gets more than its strictest tier's share.
+        let cfg = SearchConfig {
+            all_words_first: false,
+            ..Default::default()
+        };
+        let every = fuse(&cfg, lists(), found);
+        let one_every = every.iter().find(|h| h.id == 1).unwrap();
+        assert_eq!(one_every.retrieval_sources.len(), 3);
+        assert!(one_every.score > one.score);
+    }
+
+    #[test]
+    fn the_context_of_meaning_counts_and_may_be_kept_for_unmatched_questions() {
+        let lists = |strict: bool| {
+            let mut words = Ranked::new(
+                "lexical",
+                Some(if strict {
+                    ALL_WORDS
+                } else {
+                    fts_query::ANY_WORD
+                }),
+                1.0,
+            );
+            words.keys = vec![key(1)];
+            let mut semantic = Ranked::new("semantic", None, 1.0);
+            semantic.keys = vec![key(3)];
+            let mut meaning = Ranked::new("context", Some(MEANING), 0.25);
+            meaning.keys = vec![key(2)];
+            meaning.prompt = vec![7];
+            vec![words, semantic, meaning]
+        };
+        let found = || -> HashMap<Key, SearchHit> {
+            [1, 2, 3].map(|i| (key(i), hit(i))).into_iter().collect()
+        };
+        let cfg = SearchConfig::default();
+        let hits = fuse(&cfg, lists(true), found());
+        let two = hits.iter().find(|h| h.id == 2).expect("carried by meaning");
+        let s = &two.retrieval_sources[0];
+        assert_eq!(
+            (s.source.as_str(), s.tier.as_deref(), s.prompt_id),
+            ("context", Some(MEANING), Some(7))
+        );
+        // Kept for questions nothing matched every word of.
+        let cfg = SearchConfig {
+            meaning_context_unmatched_only: true,
+            ..Default::default()
+        };
+        let hits = fuse(&cfg, lists(true), found());
+        assert!(
+            hits.iter().all(|h| h.id != 2),
+            "a matched question: words decide"
+        );
+        let hits = fuse(&cfg, lists(false), found());
+        assert!(
+            hits.iter().any(|h| h.id == 2),
+            "an unmatched one: meaning's context counts"
+        );
+    }
+
+    #[test]
+    fn prompts_summaries_and_session_markers_weigh_their_factor() {
+        for (kind, obs_type, source, field) in [
+            ("prompt", "user_prompt", Some("user"), "prompt"),
+            ("observation", "turn_end", None, "summary"),
+            ("observation", "subagent_end", None, "summary"),
+            ("observation", "session_start", None, "session"),
+            ("observation", "session_end", None, "session"),
+        ] {
+            let (mut l, mut f) = lists();
+            l.truncate(1);
+            let h = f.get_mut(&key(1)).unwrap();
+            h.obs_type = Some(obs_type.into());
+            h.kind = kind.into();
+            h.source = source.map(str::to_string);
+            // The prompt's key is a prompt key.
+            if kind == "prompt" {
+                let h = f.remove(&key(1)).unwrap();
+                let k = Key {
+                    prompt: true,
+                    id: 1,
+                };
+                f.insert(k, h);
+                l[0].keys[0] = k;
+            }
+            let mut cfg = SearchConfig::default();
+            match field {
+                "prompt" => cfg.weight_prompt = 0.5,
+                "summary" => cfg.weight_summary = 0.5,
+                _ => cfg.weight_session = 0.5,
+            }
+            let hits = fuse(&cfg, l, f);
+            assert_eq!(hits[0].id, 2, "{obs_type} fell below the next match");
+        }
+        // An agent's reasoning is not a user prompt, and a plain action keeps its place.
+        let (mut l, mut f) = lists();
+        l.truncate(1);
+        let h = f.get_mut(&key(1)).unwrap();
+        h.obs_type = Some("file_edit".into());
+        let cfg = SearchConfig {
+            weight_prompt: 0.5,
+            weight_summary: 0.5,
+            weight_session: 0.5,
+            ..Default::default()
+        };
+        assert_eq!(fuse(&cfg, l, f)[0].id, 1);
+    }
+
+    #[test]
+    fn commands_that_only_read_are_looking() {
+        for c in [
+            "sed -n '1,80p' src/retry.ts",
+            "cat pyproject.toml",
+            "rg -n retry src/",
+            "git log --oneline -5\n→ b93d0f7 Retry bank payouts",
+            "git -C /repo --no-pager diff HEAD~1",
+            "cd services/api && grep -rn timeout .",
+            "/usr/bin/ls -la",
+        ] {
+            assert!(looks_only(c), "{c}");
+        }
+        for c in [
+            "sed -i 's/3/5/' config.py",
+            "git commit -m 'log things'",
+            "git push origin main",
+            "cargo test",
+            "npm run lint",
+            "cd api && npm test",
+            "",
+            "git",
+            "catalog-sync --all",
+        ] {
+            assert!(!looks_only(c), "{c}");
+        }
+        // Counted as looking only when asked.
+        let (mut l, mut f) = lists();
+        l.truncate(1);
+        f.get_mut(&key(1)).unwrap().content_preview = "git log --oneline -5".into();
+        let cfg = SearchConfig {
+            looking_commands: true,
+            weight_looking: 0.5,
+            ..Default::default()
+        };
+        assert_eq!(fuse(&cfg, l, f)[0].id, 2);
+        let (mut l, mut f) = lists();
+        l.truncate(1);
+        f.get_mut(&key(1)).unwrap().content_preview = "git log --oneline -5".into();
+        let cfg = SearchConfig {
+            looking_commands: false,
+            weight_looking: 0.5,
+            ..Default::default()
+        };
+        assert_eq!(fuse(&cfg, l, f)[0].id, 1);
     }
 
     #[test]
