@@ -4,7 +4,9 @@
 //! IMMEDIATE transaction, each event under its own savepoint so one bad event cannot spoil the
 //! others. Every event is acknowledged only after that transaction has committed. The queue is
 //! bounded; its depth is visible in status. The in-memory dedup cache lives here too, since only
-//! the writer decides what is stored.
+//! the writer decides what is stored. What an insert changes besides its row (the digest
+//! counters, a memory's knowledge note, stale flags) is done in the same transaction
+//! ([`super::follow`]).
 
 use super::follow::{self, Generations, Inserted};
 use crate::dedup::Dedup;
