@@ -1044,6 +1044,13 @@ mod tests {
             t2 = NOW - 2 * H,
         ))
         .unwrap();
+        // What the writer does after each of its inserts (store::follow): the counters.
+        for id in 1..=4 {
+            crate::store::follow::prompt_by_sql(&c, id).unwrap();
+        }
+        for id in 1..=11 {
+            crate::store::follow::inserted_by_sql(&c, id).unwrap();
+        }
         (dir, c)
     }
 
@@ -1299,6 +1306,13 @@ More: nmem MCP tools `search` (find), `timeline` (what happened around a result)
             _ => format!("INSERT INTO prompts (session_id, timestamp, source, content, project, harness) VALUES ('s2', {t}, 'user', 'Next step {n}', 'acme-api', 'claude-code')"),
         };
         c.execute_batch(&sql).unwrap();
+        // An insert's counters are the writer's to bump (store::follow), as it does for its rows.
+        let id = c.last_insert_rowid();
+        match kind % 7 {
+            0 | 1 | 4 => crate::store::follow::inserted_by_sql(c, id).unwrap(),
+            3 | 6 => crate::store::follow::prompt_by_sql(c, id).unwrap(),
+            _ => {}
+        }
     }
 
     #[test]

@@ -1145,6 +1145,8 @@ mod tests {
                 params![obs, T0 + 300 + obs, ty, path],
             )
             .unwrap();
+            // What the writer does after each insert (store::follow).
+            crate::store::follow::inserted_by_sql(c, obs).unwrap();
         };
         // Another file, or a read of this one, does not.
         edit(&c, 10, "/p/acme-api/src/other.ts", "file_edit");
@@ -1174,6 +1176,7 @@ mod tests {
              VALUES (20, 's1', {T0} + 50, 'memory', 'save_memory', 'Rate limits\nper org, never per user', '{{\"title\":\"Rate limits\"}}', 'acme-api', 'nmem');"
         ))
         .unwrap();
+        crate::store::follow::inserted_by_sql(&c, 20).unwrap();
         let id: i64 = c
             .query_row("SELECT id FROM knowledge WHERE obs_id = 20", [], |r| {
                 r.get(0)

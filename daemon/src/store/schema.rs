@@ -19,6 +19,7 @@ const LATER_SQL: &[&str] = &[
     include_str!("../../../migrations/008_digest_generation.sql"),
     include_str!("../../../migrations/009_documents.sql"),
     include_str!("../../../migrations/010_knowledge.sql"),
+    include_str!("../../../migrations/011_writer_follow_ups.sql"),
 ];
 
 /// The migrations before 006, for tests that build a database as older versions wrote it.
@@ -248,7 +249,7 @@ mod tests {
     }
 
     /// Memories saved before the knowledge tables existed become notes when the file is
-    /// upgraded (the knowledge migration is the last one), a malformed metadata column included.
+    /// upgraded (migrations up to 009 first), a malformed metadata column included.
     #[test]
     fn memories_from_before_knowledge_become_notes() {
         let (_dir, db) = temp_db();
@@ -263,11 +264,8 @@ mod tests {
                     Ok(())
                 },
             ));
-            ms.extend(
-                LATER_SQL[..LATER_SQL.len() - 1]
-                    .iter()
-                    .map(|sql| M::up(sql)),
-            );
+            // 007, 008 and 009: the file as the version before the knowledge tables wrote it.
+            ms.extend(LATER_SQL[..3].iter().map(|sql| M::up(sql)));
             Migrations::new(ms).to_latest(&mut c).unwrap();
             c.execute_batch(
                 "INSERT INTO sessions (id, harness, project, started_at) VALUES ('s', 'nmem', 'p', 0);
@@ -295,6 +293,77 @@ mod tests {
                 (2, "Node 20 only".to_string(), "active".to_string())
             ]
         );
+    }
+
+    /// A file written with the insert triggers of 008 and 010 loses them when upgraded (their
+    /// work is the writer's now, `store::follow`), keeps every row, and keeps the update and
+    /// delete triggers.
+    #[test]
+    fn a_file_from_010_loses_its_insert_triggers_and_nothing_else() {
+        let (_dir, db) = temp_db();
+        let triggers = |c: &Connection| -> Vec<String> {
+            c.prepare("SELECT name FROM sqlite_master WHERE type = 'trigger' ORDER BY name")
+                .unwrap()
+                .query_map([], |r| r.get(0))
+                .unwrap()
+                .collect::<Result<_, _>>()
+                .unwrap()
+        };
+        let before = {
+            let mut c = Connection::open(&db).unwrap();
+            super::super::terms::register(&c).unwrap();
+            let mut ms: Vec<M> = MIGRATION_SQL.iter().map(|sql| M::up(sql)).collect();
+            ms.push(M::up_with_hook(
+                FIDELITY_SQL,
+                |tx: &rusqlite::Transaction| {
+                    super::super::upgrade::fidelity(tx)?;
+                    Ok(())
+                },
+            ));
+            // 007 to 010: the file as the version before 011 wrote it.
+            ms.extend(LATER_SQL[..4].iter().map(|sql| M::up(sql)));
+            Migrations::new(ms).to_latest(&mut c).unwrap();
+            c.execute_batch(
+                "INSERT INTO sessions (id, harness, project, started_at) VALUES ('s', 'nmem', 'p', 0);
+                 INSERT INTO observations (id, session_id, timestamp, obs_type, source_event, content, project, harness) VALUES
+                   (1, 's', 5, 'memory', 'save_memory', 'Retry policy: backoff, max 5', 'p', 'nmem');",
+            )
+            .unwrap();
+            triggers(&c)
+        };
+        for t in [
+            "digest_gen_obs_ai",
+            "knowledge_note_ai",
+            "knowledge_stale_on_edit",
+        ] {
+            assert!(before.contains(&t.to_string()), "{t} in {before:?}");
+        }
+        let c = open_writer(&db).unwrap();
+        let after = triggers(&c);
+        let gone = [
+            "digest_gen_obs_ai",
+            "digest_gen_prompts_ai",
+            "knowledge_note_ai",
+            "knowledge_stale_on_edit",
+        ];
+        let expected: Vec<String> = before
+            .iter()
+            .filter(|t| !gone.contains(&t.as_str()))
+            .cloned()
+            .collect();
+        assert_eq!(after, expected);
+        assert!(after.contains(&"digest_gen_obs_au".to_string()));
+        // The note the trigger made before the upgrade is still there.
+        let notes: i64 = c
+            .query_row("SELECT COUNT(*) FROM knowledge WHERE obs_id = 1", [], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        assert_eq!(notes, 1);
+        let v: u32 = c
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .unwrap();
+        assert_eq!(v, SCHEMA_VERSION);
     }
 
     #[test]

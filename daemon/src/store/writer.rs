@@ -4,8 +4,11 @@
 //! IMMEDIATE transaction, each event under its own savepoint so one bad event cannot spoil the
 //! others. Every event is acknowledged only after that transaction has committed. The queue is
 //! bounded; its depth is visible in status. The in-memory dedup cache lives here too, since only
-//! the writer decides what is stored.
+//! the writer decides what is stored. What an insert changes besides its row (the digest
+//! counters, a memory's knowledge note, stale flags) is done in the same transaction
+//! ([`super::follow`]).
 
+use super::follow::{self, Generations, Inserted};
 use crate::dedup::Dedup;
 use crate::ingest::{Prepared, Record, SessionEffect};
 use crate::stats::Stats;
@@ -305,8 +308,9 @@ fn store_all(
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let mut results = Vec::with_capacity(batch.len());
     let mut staged = Vec::new();
+    let mut gens = Generations::default();
     for (ev, _) in batch {
-        match apply(&tx, ev, dedup, &staged) {
+        match apply(&tx, ev, dedup, &staged, &mut gens) {
             Ok((applied, key)) => {
                 if let Some(k) = key {
                     staged.push(k);
@@ -319,6 +323,7 @@ fn store_all(
             }
         }
     }
+    gens.flush(&tx)?;
     tx.commit()?;
     // The dedup cache learns only what really committed.
     for (key, t) in staged {
@@ -337,11 +342,15 @@ fn store_each(
         let mut tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let mut results = Vec::with_capacity(batch.len());
         let mut staged = Vec::new();
+        let mut gens = Generations::default();
         for (ev, _) in batch.iter() {
             let mut sp = tx.savepoint()?;
-            match apply(&sp, ev, dedup, &staged) {
+            // Only what a committed savepoint changed moves the digest counters.
+            let mut own = Generations::default();
+            match apply(&sp, ev, dedup, &staged, &mut own) {
                 Ok((applied, key)) => {
                     sp.commit()?;
+                    gens.merge(own);
                     if let Some(k) = key {
                         staged.push(k);
                     }
@@ -354,6 +363,7 @@ fn store_each(
                 }
             }
         }
+        gens.flush(&tx)?;
         tx.commit()?;
         // The dedup cache learns only what really committed.
         for (key, t) in staged {
@@ -457,12 +467,14 @@ fn timing(ev: &Prepared, success: bool, commit_ms: f64) -> crate::web::ops::Even
 
 type DedupKey = (crate::dedup::Key, i64);
 
-/// Store one event inside the current savepoint.
+/// Store one event inside the current transaction or savepoint, with its follow-ups
+/// ([`follow`]); the digest counters it moves are noted in `gens`, bumped before the commit.
 fn apply(
     conn: &Connection,
     ev: &Prepared,
     dedup: &Dedup,
     staged: &[DedupKey],
+    gens: &mut Generations,
 ) -> rusqlite::Result<(Applied, Option<DedupKey>)> {
     let t = ev.received_at;
     let t_event = t;
@@ -487,7 +499,7 @@ fn apply(
     ])?;
 
     for t in &ev.thoughts {
-        conn.prepare_cached(
+        let n = conn.prepare_cached(
             "INSERT OR IGNORE INTO prompts (session_id, timestamp, source, content, project, harness, event_id)
              VALUES (?1, ?2, 'agent', ?3, ?4, ?5, ?6)",
         )?
@@ -499,6 +511,9 @@ fn apply(
             ev.harness,
             t.uid
         ])?;
+        if n > 0 {
+            gens.prompt(&ev.project.name, "agent");
+        }
     }
     if let Some(offset) = ev.transcript_offset {
         conn.prepare_cached(
@@ -608,7 +623,21 @@ fn apply(
                     o.tool_use_id,
                     (ev.redactions > 0) as i64,
                 ])?;
-            ("observation", (n > 0).then(|| conn.last_insert_rowid()))
+            let id = (n > 0).then(|| conn.last_insert_rowid());
+            if let Some(id) = id {
+                follow::observation_inserted(
+                    conn,
+                    &Inserted {
+                        id,
+                        timestamp: t,
+                        obs_type: o.obs_type,
+                        file_path: o.file_path.as_deref(),
+                        project: &ev.project.name,
+                    },
+                    gens,
+                )?;
+            }
+            ("observation", id)
         }
         Record::Prompt(p) => {
             let n = conn
@@ -628,6 +657,9 @@ fn apply(
                     p.prompt_uid,
                     (ev.redactions > 0) as i64,
                 ])?;
+            if n > 0 {
+                gens.prompt(&ev.project.name, p.source);
+            }
             ("prompt", (n > 0).then(|| conn.last_insert_rowid()))
         }
     };
@@ -765,6 +797,195 @@ mod tests {
             transcript_offset: None,
             redactions: 0,
         }
+    }
+
+    /// `events` stored by a writer on `conn` as one batch (the writer held until all are
+    /// queued); the results in order, after the writer has stopped.
+    fn store_batch(conn: Connection, events: Vec<Prepared>) -> Vec<Result<Applied, WriteError>> {
+        let stats = Arc::new(Stats::default());
+        let (writer, handle) = Writer::spawn(conn, 64, Dedup::new(2), stats);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let out = rt.block_on(async {
+            let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+            let (held_tx, held_rx) = tokio::sync::oneshot::channel();
+            let w = writer.clone();
+            let hold = tokio::spawn(async move {
+                w.exec(move |_| {
+                    let _ = held_tx.send(());
+                    go_rx.recv().map_err(|e| WriteError::Invalid(e.to_string()))
+                })
+                .await
+            });
+            held_rx.await.unwrap();
+            let mut rxs = Vec::new();
+            for ev in events {
+                rxs.push(writer.enqueue(ev).await.unwrap());
+            }
+            go_tx.send(()).unwrap();
+            hold.await.unwrap().unwrap();
+            let mut out = Vec::new();
+            for rx in rxs {
+                out.push(rx.await.unwrap());
+            }
+            writer.shutdown().await;
+            out
+        });
+        handle.join().unwrap();
+        out
+    }
+
+    fn obs(id: &str, project: &str, obs_type: &'static str, path: Option<&str>) -> Prepared {
+        let mut ev = event(id, &format!("{obs_type} {}", path.unwrap_or("-")));
+        ev.project.name = project.into();
+        if let Record::Observation(o) = &mut ev.record {
+            o.obs_type = obs_type;
+            o.file_path = path.map(Into::into);
+            o.tool_name = None;
+        }
+        ev
+    }
+
+    fn user_prompt(id: &str, project: &str, text: &str) -> Prepared {
+        let mut ev = event(id, text);
+        ev.project.name = project.into();
+        ev.event = nmem_proto::harness::Event::UserPrompt;
+        ev.event_name = "UserPromptSubmit".into();
+        ev.record = Record::Prompt(crate::ingest::NewPrompt {
+            source: "user",
+            content: text.into(),
+            prompt_uid: Some(format!("uid-{id}")),
+        });
+        ev
+    }
+
+    fn gen(db: &Connection, project: &str) -> i64 {
+        db.query_row(
+            "SELECT COALESCE((SELECT n FROM digest_gen WHERE project = ?1), 0)",
+            [project],
+            |r| r.get(0),
+        )
+        .unwrap()
+    }
+
+    fn count(db: &Connection, sql: &str) -> i64 {
+        db.query_row(sql, [], |r| r.get(0)).unwrap()
+    }
+
+    /// What the insert triggers of migrations 008 and 010 did, the writer does (store::follow):
+    /// a saved memory becomes a note, an edit of a file an active item cites flags it, the
+    /// digest counters move for what the digest shows and not for a SessionStart's row.
+    #[test]
+    fn stored_rows_get_what_the_insert_triggers_gave() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("nmem.db");
+        let conn = super::super::schema::open_writer(&path).unwrap();
+        conn.execute_batch(
+            "INSERT INTO knowledge (id, class, kind, project, scope, title, summary, reason,
+                                    memory_source, status, created_at, updated_at)
+             VALUES (7, 'knowledge', 'fact', 'w', 'project', 'Retries are capped at 5', '',
+                     'read in the code', 'user_declared', 'active', 1, 1);
+             INSERT INTO knowledge_evidence (knowledge_id, ord, file_path) VALUES (7, 0, '/w/src/retry.rs');",
+        )
+        .unwrap();
+        let mut memory = obs("m1", "w", "memory", None);
+        if let Record::Observation(o) = &mut memory.record {
+            o.content = "Retry policy\nbackoff, at most 5 tries".into();
+            o.metadata.insert("title".into(), "Retry policy".into());
+        }
+        let results = store_batch(
+            conn,
+            vec![
+                memory,
+                obs("e0", "w", "file_edit", Some("/w/src/other.rs")),
+                obs("r1", "w", "file_read", Some("/w/src/retry.rs")),
+                obs("e1", "w", "file_edit", Some("/w/src/retry.rs")),
+                obs("e2", "w", "file_write", Some("/w/src/retry.rs")),
+            ],
+        );
+        let ids: Vec<i64> = results
+            .iter()
+            .map(|r| r.as_ref().unwrap().id.unwrap())
+            .collect();
+        let db = Connection::open(&path).unwrap();
+        let note: (String, String, String, i64) = db
+            .query_row(
+                "SELECT kind, title, status, obs_id FROM knowledge WHERE obs_id IS NOT NULL",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+            )
+            .unwrap();
+        assert_eq!(
+            note,
+            (
+                "note".into(),
+                "Retry policy".into(),
+                "active".into(),
+                ids[0]
+            )
+        );
+        assert_eq!(count(&db, &format!("SELECT COUNT(*) FROM knowledge_audit WHERE action = 'created' AND other_id = {}", ids[0])), 1);
+        // Flagged once, by the first edit of the cited file; the read and the other file do not.
+        let stale: Option<i64> = db
+            .query_row("SELECT stale_obs_id FROM knowledge WHERE id = 7", [], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        assert_eq!(stale, Some(ids[3]));
+        assert_eq!(
+            count(
+                &db,
+                "SELECT COUNT(*) FROM knowledge_audit WHERE knowledge_id = 7 AND action = 'stale'"
+            ),
+            1
+        );
+        let after_first = gen(&db, "w");
+        assert!(after_first > 0, "the project's digest counter moved");
+        drop(db);
+
+        // A SessionStart's own row moves nothing; a user prompt moves its project and "all".
+        let all = |db: &Connection| count(db, "SELECT n FROM digest_gen_all");
+        let all_before = all(&Connection::open(&path).unwrap());
+        let conn = super::super::schema::open_writer(&path).unwrap();
+        store_batch(conn, vec![obs("s1", "w", "session_start", None)]);
+        let db = Connection::open(&path).unwrap();
+        assert_eq!(gen(&db, "w"), after_first);
+        assert_eq!(all(&db), all_before);
+        drop(db);
+        let conn = super::super::schema::open_writer(&path).unwrap();
+        store_batch(
+            conn,
+            vec![user_prompt("p1", "x", "Make the export stream rows")],
+        );
+        let db = Connection::open(&path).unwrap();
+        assert_eq!((gen(&db, "w"), gen(&db, "x")), (after_first, 1));
+        assert_eq!(all(&db), all_before + 1);
+    }
+
+    /// An event rolled back alone (its savepoint) moves no counter: only committed rows do.
+    #[test]
+    fn a_failed_event_moves_no_digest_counter() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("nmem.db");
+        let conn = super::super::schema::open_writer(&path).unwrap();
+        conn.execute_batch(
+            "CREATE TRIGGER boom BEFORE INSERT ON observations WHEN NEW.project = 'b'
+             BEGIN SELECT RAISE(ABORT, 'planted failure'); END;",
+        )
+        .unwrap();
+        let results = store_batch(
+            conn,
+            vec![
+                obs("a1", "a", "command", None),
+                obs("b1", "b", "memory", None),
+                obs("c1", "c", "command", None),
+            ],
+        );
+        assert!(results[1].is_err() && results[0].is_ok() && results[2].is_ok());
+        let db = Connection::open(&path).unwrap();
+        assert_eq!((gen(&db, "a"), gen(&db, "b"), gen(&db, "c")), (1, 0, 1));
+        assert_eq!(count(&db, "SELECT COUNT(*) FROM knowledge"), 0);
     }
 
     /// One event that fails inside a batch: the batch is stored again event by event, so the
