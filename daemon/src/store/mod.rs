@@ -5,6 +5,7 @@
 
 pub mod bm25;
 pub mod fts;
+pub mod project_ids;
 pub mod readers;
 pub mod schema;
 pub mod terms;
