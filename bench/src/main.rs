@@ -1008,19 +1008,25 @@ fn queries(socket: &Path, observations: u64, report: &mut Report, tag: &str) -> 
     // The usual case in a live session: every tool call records an event, so the index has
     // changed since the last search and the phrase counts remembered for the previous index
     // state do not apply: each search here follows one new event (indexed by the search first).
+    // Event ids and tool-use ids new on every run: a home measured again (`--home`) holds the
+    // last run's, and a duplicate event writes nothing, which measured searches after no write.
+    let run = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_millis() as usize;
     let mut after = Vec::new();
     for (n, q) in QUERIES.iter().enumerate() {
         for (m, project) in [serde_json::json!("acme-api"), serde_json::Value::Null]
             .into_iter()
             .enumerate()
         {
-            let id = format!("afterw{:024}", n * 2 + m);
+            let id = format!("afterw{run:016}{:08}", n * 2 + m);
             let r = client::call(
                 socket,
                 "POST",
                 wire::PATH_EVENTS,
                 &[(wire::H_EVENT_ID, &id)],
-                &bash_payload(900_000_000 + n * 2 + m),
+                &bash_payload(run * 100 + n * 2 + m),
                 Duration::from_secs(10),
             )?;
             anyhow::ensure!(r.status == 200, "event: HTTP {}", r.status);

@@ -171,7 +171,7 @@ pub async fn embedding(app: &App) -> Option<wire::Embedding> {
         return None;
     }
     let (_, embedded, pending) = counts.unwrap_or_default();
-    let (engine, engine_fallback) = app.semantic.engine();
+    let (engine, onnx_graph, engine_fallback) = app.semantic.engine();
     Some(wire::Embedding {
         model: active.map(|a| a.name),
         embedded: embedded as u64,
@@ -179,6 +179,7 @@ pub async fn embedding(app: &App) -> Option<wire::Embedding> {
         problem,
         embedder_pid: app.semantic.child_pid(),
         engine,
+        onnx_graph,
         engine_fallback,
     })
 }

@@ -204,8 +204,9 @@ pub struct EmbedConfig {
     pub idle_secs: u64,
     /// Memory for the in-memory vector codes of recently searched projects.
     pub cache_mb: u64,
-    /// Which embedder runs the model: `onnx` (`nmem-embed-onnx`, int8 on ONNX Runtime, about 4x
-    /// less CPU per query) or `candle` (`nmem-embed`, fp32). With `onnx`, nmemd uses
+    /// Which embedder runs the model: `onnx` (`nmem-embed-onnx` on ONNX Runtime: the
+    /// model's fp32 graph, about 2x less CPU per query than candle, or its int8 graph when only
+    /// that is installed, 4x) or `candle` (`nmem-embed`, fp32). With `onnx`, nmemd uses
     /// `nmem-embed` instead, and logs why, when the ONNX one is not installed or cannot start.
     pub engine: Engine,
 }

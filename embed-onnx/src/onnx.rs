@@ -11,9 +11,6 @@ use ort::session::builder::GraphOptimizationLevel;
 use ort::session::Session;
 use ort::value::Tensor;
 
-/// The ONNX model's file in a model folder (written by scripts/export-onnx.py, copied by
-/// `nmemctl model import`).
-pub const ONNX_FILE: &str = "model.int8.onnx";
 /// The ONNX Runtime library's file name, looked for beside this binary unless
 /// `--runtime`/`NMEM_ORT_DYLIB` says where.
 const RUNTIME_FILE: &str = "libonnxruntime.so";
@@ -22,11 +19,13 @@ const BATCH: usize = 32;
 
 /// Followed by `child::HELP_COMMON` (the protocol) when printed.
 const HELP: &str = "\
-nmem-embed-onnx: nmem's sentence-embedding process on ONNX Runtime (BERT quantised to int8).
+nmem-embed-onnx: nmem's sentence-embedding process on ONNX Runtime (BERT as an ONNX graph).
 
 nmemd starts it on demand and stops it when idle ([embed] engine = \"onnx\", the default when it
 is installed); you do not need to run it yourself. It answers like nmem-embed (candle, fp32):
-same tokens, vectors within cosine 0.99 of candle's, about twice as fast.
+same tokens, the same vectors with the fp32 graph (model.fp32.onnx, preferred), within cosine
+0.99 of them with the int8 one (model.int8.onnx, used when there is no fp32 graph); about twice
+as fast as candle with fp32, four times with int8. The graph in use is printed on stderr at load.
 
 USAGE:
     nmem-embed-onnx --model-dir DIR                 serve vectors on stdin/stdout (nmemd's protocol)
@@ -35,8 +34,8 @@ USAGE:
 
 OPTIONS:
     --model-dir DIR   a model folder: tokenizer.json, config.json, model.safetensors and
-                      model.int8.onnx (scripts/fetch-model derives it; nmemctl model import
-                      copies it along)
+                      model.fp32.onnx or model.int8.onnx (scripts/fetch-model --onnx derives
+                      the first, --onnx-int8 the second; nmemctl model import copies them along)
     --threads N       compute threads (default 1, or RAYON_NUM_THREADS when set)
     -h, --help        this text
     -V, --version     the version
@@ -50,7 +49,7 @@ pub fn main() -> ExitCode {
     child::main("nmem-embed-onnx", HELP, OnnxEmbedder::load)
 }
 
-/// BERT as an int8 ONNX graph: token ids and mask in, sentence vectors out.
+/// BERT as an ONNX graph (fp32, or int8): token ids and mask in, sentence vectors out.
 pub struct OnnxEmbedder {
     session: Session,
     tokenizer: WordPiece,
@@ -59,7 +58,8 @@ pub struct OnnxEmbedder {
 }
 
 impl OnnxEmbedder {
-    /// Load ONNX Runtime, the tokenizer and `model.int8.onnx` from `dir`.
+    /// Load ONNX Runtime, the tokenizer and the preferred ONNX graph ([`model::onnx_graph`])
+    /// from `dir`.
     pub fn load(dir: &Path, threads: usize) -> Result<OnnxEmbedder, EmbedError> {
         if cfg!(target_feature = "crt-static") {
             // dlopen from a statically linked glibc program can crash in the loaded library.
@@ -70,14 +70,19 @@ impl OnnxEmbedder {
             ));
         }
         let (tokenizer, shape) = WordPiece::load(dir)?;
-        let onnx = dir.join(ONNX_FILE);
-        if !onnx.is_file() {
+        let Some(graph) = model::onnx_graph(dir) else {
             return Err(EmbedError::Model(format!(
-                "{} has no {ONNX_FILE}: derive it with scripts/fetch-model and import the folder it \
-                 prints (nmemctl model import DIR), or set [embed] engine = \"candle\"",
-                dir.display()
+                "{} has no {} (nor {}): derive it with scripts/fetch-model --onnx and import the \
+                 folder it prints (nmemctl model import DIR), or set [embed] engine = \"candle\"",
+                dir.display(),
+                model::ONNX_FP32_FILE,
+                model::ONNX_INT8_FILE
             )));
-        }
+        };
+        let onnx = dir.join(graph);
+        // Which graph runs decides the vectors' accuracy and the memory: say so in the log
+        // (nmemd's, where a served child's stderr goes) and before `--bench`'s figures.
+        eprintln!("nmem-embed-onnx: running {}", onnx.display());
         let runtime = runtime_path();
         if !runtime.is_file() {
             return Err(EmbedError::Engine(format!(

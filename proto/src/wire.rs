@@ -277,6 +277,9 @@ pub struct Embedding {
     /// The engine that embeds (`onnx` or `candle`) once one has started.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub engine: Option<String>,
+    /// The ONNX graph the `onnx` engine runs: `model.fp32.onnx` (preferred) or `model.int8.onnx`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub onnx_graph: Option<String>,
     /// Why the configured engine is not the one in use (e.g. ONNX Runtime missing).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub engine_fallback: Option<String>,

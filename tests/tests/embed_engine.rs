@@ -1,4 +1,5 @@
-//! Which embedder nmemd runs: `nmem-embed-onnx` (int8, ONNX Runtime) by default when it is
+//! Which embedder nmemd runs: `nmem-embed-onnx` (ONNX Runtime; the fp32 graph when the model
+//! has it, else the int8 one, as status and `nmemctl model list` say) by default when it is
 //! installed beside nmemd, `nmem-embed` (candle) when `[embed] engine = "candle"`, and candle,
 //! with the reason in `nmemctl status`, when the ONNX one cannot start (its runtime missing).
 //!
@@ -15,19 +16,41 @@ fn testdata() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../embed/testdata")
 }
 
-/// The tiny BERT with its ONNX form, as scripts/fetch-model --onnx lays out the real one.
+/// The tiny BERT with its fp32 ONNX graph, as scripts/fetch-model --onnx lays out the real one.
 fn tiny_with_onnx(home: &Home) -> PathBuf {
+    tiny_with_graphs(home, &["model.fp32.onnx"])
+}
+
+/// The tiny BERT with the ONNX graphs named.
+fn tiny_with_graphs(home: &Home, graphs: &[&str]) -> PathBuf {
     let dir = home.dir.join("tiny-onnx-src");
     std::fs::create_dir_all(&dir).unwrap();
     for f in ["config.json", "tokenizer.json", "model.safetensors"] {
         std::fs::copy(testdata().join("tiny-bert").join(f), dir.join(f)).unwrap();
     }
-    std::fs::copy(
-        testdata().join("tiny-bert-onnx/model.int8.onnx"),
-        dir.join("model.int8.onnx"),
-    )
-    .unwrap();
+    for g in graphs {
+        std::fs::copy(testdata().join("tiny-bert-onnx").join(g), dir.join(g)).unwrap();
+    }
     dir
+}
+
+/// `nmemctl model list`, human and `--json`.
+fn model_list(home: &Home) -> (String, Value) {
+    let human = home
+        .cmd("nmemctl")
+        .args(["model", "list"])
+        .output()
+        .unwrap();
+    let json = home
+        .cmd("nmemctl")
+        .args(["model", "list", "--json"])
+        .output()
+        .unwrap();
+    assert!(human.status.success() && json.status.success());
+    (
+        String::from_utf8_lossy(&human.stdout).into_owned(),
+        serde_json::from_slice(&json.stdout).unwrap(),
+    )
 }
 
 /// Both embedders and the runtime are there, or the test skips (fails under NMEM_REQUIRE_ALL).
@@ -94,6 +117,7 @@ fn onnx_is_the_default_engine_when_installed() {
     let _d = home.start();
     let e = embed_one(&home, &tiny_with_onnx(&home));
     assert_eq!(e["engine"], "onnx", "{e}");
+    assert_eq!(e["onnx_graph"], "model.fp32.onnx", "{e}");
     assert!(e.get("engine_fallback").is_none(), "{e}");
     // The imported model carries its ONNX form.
     let model = e["model"].as_str().unwrap();
@@ -101,8 +125,30 @@ fn onnx_is_the_default_engine_when_installed() {
         .dir
         .join("models")
         .join(model)
-        .join("model.int8.onnx")
+        .join("model.fp32.onnx")
         .is_file());
+    // Status and the model list say which graph runs.
+    let human = home.cmd("nmemctl").arg("status").output().unwrap();
+    let human = String::from_utf8_lossy(&human.stdout);
+    assert!(human.contains("engine onnx (model.fp32.onnx)"), "{human}");
+    let (list, json) = model_list(&home);
+    assert!(list.contains("model.fp32.onnx"), "{list}");
+    assert_eq!(json[0]["onnx_graph"], "model.fp32.onnx", "{json}");
+}
+
+#[test]
+fn an_int8_only_model_runs_its_int8_graph_and_says_so() {
+    if !engines_present() {
+        return;
+    }
+    let home = Home::new("eng-int8");
+    let _d = home.start();
+    let e = embed_one(&home, &tiny_with_graphs(&home, &["model.int8.onnx"]));
+    assert_eq!(e["engine"], "onnx", "{e}");
+    assert_eq!(e["onnx_graph"], "model.int8.onnx", "{e}");
+    let (list, json) = model_list(&home);
+    assert!(list.contains("model.int8.onnx"), "{list}");
+    assert_eq!(json[0]["onnx_graph"], "model.int8.onnx", "{json}");
 }
 
 #[test]
@@ -142,7 +188,7 @@ fn a_model_without_its_onnx_form_falls_back_to_candle() {
         e["engine_fallback"]
             .as_str()
             .unwrap_or_default()
-            .contains("has no model.int8.onnx"),
+            .contains("has no model.fp32.onnx (nor model.int8.onnx)"),
         "{e}"
     );
 }
@@ -158,6 +204,8 @@ fn engine_candle_in_the_config_is_obeyed() {
     let e = embed_one(&home, &tiny_with_onnx(&home));
     assert_eq!(e["engine"], "candle", "{e}");
     assert!(e.get("engine_fallback").is_none(), "{e}");
+    // Candle runs model.safetensors: no ONNX graph is named.
+    assert!(e.get("onnx_graph").is_none(), "{e}");
 }
 
 #[test]

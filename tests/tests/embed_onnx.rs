@@ -1,9 +1,10 @@
 //! The real `nmem-embed-onnx` binary (from NMEM_BIN_DIR, where scripts/build-onnx puts it)
 //! driven through `EmbedChild`, as nmemd drives it: on the
-//! committed tiny BERT (embed/testdata/tiny-bert, its ONNX form in tiny-bert-onnx, written by
-//! scripts/export-onnx.py) against the golden vectors computed independently in numpy
-//! (embed/testdata/golden.json, the ones the candle engine is tested against), and its errors
-//! when ONNX Runtime or the ONNX model is missing.
+//! committed tiny BERT (embed/testdata/tiny-bert, its ONNX graphs, fp32 and int8, in
+//! tiny-bert-onnx, written by scripts/export-onnx.py) against the golden vectors computed
+//! independently in plain Python (embed/testdata/golden.json, the ones the candle engine is tested
+//! against), which graph it runs when a folder has both, and its errors when ONNX Runtime or
+//! the ONNX graph is missing.
 //!
 //! ONNX Runtime is `NMEM_ORT_DYLIB`, else the `libonnxruntime.so` scripts/build-onnx installs
 //! beside the binary; without them the tests skip, or fail under NMEM_REQUIRE_ALL=1.
@@ -37,11 +38,14 @@ fn binary() -> Option<PathBuf> {
     None
 }
 
-/// A temporary model folder: the tiny BERT, with its ONNX form when `onnx`.
+/// A temporary model folder: the tiny BERT, with the ONNX graphs named in `graphs`.
 struct TinyModel(PathBuf);
 
+const FP32: &str = "model.fp32.onnx";
+const INT8: &str = "model.int8.onnx";
+
 impl TinyModel {
-    fn new(name: &str, onnx: bool) -> TinyModel {
+    fn new(name: &str, graphs: &[&str]) -> TinyModel {
         let dir =
             std::env::temp_dir().join(format!("nmem-embed-onnx-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
@@ -49,12 +53,8 @@ impl TinyModel {
         for f in ["config.json", "tokenizer.json", "model.safetensors"] {
             std::fs::copy(testdata().join("tiny-bert").join(f), dir.join(f)).unwrap();
         }
-        if onnx {
-            std::fs::copy(
-                testdata().join("tiny-bert-onnx/model.int8.onnx"),
-                dir.join("model.int8.onnx"),
-            )
-            .unwrap();
+        for g in graphs {
+            std::fs::copy(testdata().join("tiny-bert-onnx").join(g), dir.join(g)).unwrap();
         }
         TinyModel(dir)
     }
@@ -103,12 +103,13 @@ fn spawn(bin: &Path, model: &Path, runtime: &Path) -> Result<EmbedChild, nmem_em
 /// Guards this process's environment (see `spawn`).
 static ENV: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-#[test]
-fn vectors_match_the_golden_ones_and_ids_are_the_same() {
+/// Embed golden.json's texts with the graph `graph` and check them against the golden vectors:
+/// each within `min_cosine`, and a text alone within `alone_cosine` of itself in the batch.
+fn check_golden(graph: &str, min_cosine: f32, alone_cosine: f32) {
     let (Some(exe), Some(rt)) = (binary(), runtime()) else {
         return;
     };
-    let model = TinyModel::new("golden", true);
+    let model = TinyModel::new(&format!("golden-{graph}"), &[graph]);
     let golden: Value =
         serde_json::from_slice(&std::fs::read(testdata().join("golden.json")).unwrap()).unwrap();
     let cases = golden["cases"].as_array().unwrap();
@@ -131,20 +132,17 @@ fn vectors_match_the_golden_ones_and_ids_are_the_same() {
         assert!((norm - 1.0).abs() < 1e-4, "not normalised: {norm}");
         let cos = cosine(v, &want);
         assert!(
-            cos >= 0.99,
-            "cosine {cos} with the golden vector of {:?}",
+            cos >= min_cosine,
+            "{graph}: cosine {cos} with the golden vector of {:?}",
             case["text"]
         );
     }
     // A text alone and in a batch get the same vector (padding does not leak into pooling).
     let alone = Embedder::embed(&mut child, &texts[..1]).unwrap();
-    // Not bit for bit: the int8 graph quantises activations with a scale taken over the whole
-    // batch (dynamic quantisation), so a batch moves a vector by about 1e-4 in cosine; padding
-    // leaking into the pooling would move it by far more.
     let same = cosine(&alone[0], &vectors[0]);
     assert!(
-        same > 0.999,
-        "cosine {same} between a text alone and in a batch"
+        same > alone_cosine,
+        "{graph}: cosine {same} between a text alone and in a batch"
     );
 
     // The same token ids as the candle engine: `--embed` prints them.
@@ -168,9 +166,66 @@ fn vectors_match_the_golden_ones_and_ids_are_the_same() {
 }
 
 #[test]
+fn fp32_vectors_are_the_golden_ones_and_ids_are_the_same() {
+    // The fp32 graph is BERT exactly: only float rounding separates it from the golden vectors.
+    check_golden(FP32, 0.9999, 0.99999);
+}
+
+#[test]
+fn int8_vectors_match_the_golden_ones_and_ids_are_the_same() {
+    // Not bit for bit alone and in a batch: the int8 graph quantises activations with a scale
+    // taken over the whole batch (dynamic quantisation), so a batch moves a vector by about 1e-4
+    // in cosine; padding leaking into the pooling would move it by far more.
+    check_golden(INT8, 0.99, 0.999);
+}
+
+#[test]
+fn the_fp32_graph_is_preferred_and_the_int8_one_is_the_fallback() {
+    let (Some(exe), Some(rt)) = (binary(), runtime()) else {
+        return;
+    };
+    let graph_run = |model: &TinyModel| {
+        let out = Command::new(&exe)
+            .arg("--model-dir")
+            .arg(&model.0)
+            .args(["--embed", "the nightly export crashed"])
+            .env("NMEM_ORT_DYLIB", &rt)
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let vector: Vec<f32> = v["vector"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_f64().unwrap() as f32)
+            .collect();
+        (err, vector)
+    };
+    let both = TinyModel::new("both", &[FP32, INT8]);
+    let (err, from_both) = graph_run(&both);
+    assert!(
+        err.contains(&format!("running {}", both.0.join(FP32).display())),
+        "{err}"
+    );
+    let fp32 = TinyModel::new("fp32", &[FP32]);
+    let int8 = TinyModel::new("int8", &[INT8]);
+    let (_, from_fp32) = graph_run(&fp32);
+    let (err, from_int8) = graph_run(&int8);
+    assert!(
+        err.contains(&format!("running {}", int8.0.join(INT8).display())),
+        "{err}"
+    );
+    // The vectors say the same: with both graphs there, the fp32 graph's vector comes back.
+    assert_eq!(from_both, from_fp32);
+    assert_ne!(from_both, from_int8);
+}
+
+#[test]
 fn a_missing_runtime_is_a_clear_error() {
     let Some(exe) = binary() else { return };
-    let model = TinyModel::new("noruntime", true);
+    let model = TinyModel::new("noruntime", &[FP32]);
     let err = spawn(&exe, &model.0, Path::new("/nonexistent/libonnxruntime.so"))
         .unwrap_err()
         .to_string();
@@ -184,11 +239,12 @@ fn a_missing_runtime_is_a_clear_error() {
 #[test]
 fn a_model_without_its_onnx_form_says_how_to_get_it() {
     let Some(exe) = binary() else { return };
-    let model = TinyModel::new("noonnx", false);
+    let model = TinyModel::new("noonnx", &[]);
     let rt = runtime().unwrap_or_else(|| PathBuf::from("/nonexistent/libonnxruntime.so"));
     let err = spawn(&exe, &model.0, &rt).unwrap_err().to_string();
     assert!(
-        err.contains("has no model.int8.onnx") && err.contains("scripts/fetch-model"),
+        err.contains("has no model.fp32.onnx (nor model.int8.onnx)")
+            && err.contains("scripts/fetch-model --onnx"),
         "{err}"
     );
 }

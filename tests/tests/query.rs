@@ -251,3 +251,88 @@ fn a_missing_daemon_is_named_with_what_to_do() {
         "{err}"
     );
 }
+
+/// A Bash event of project `project` (from its cwd) whose command holds `word`.
+fn project_event(project: &str, n: usize, word: &str) -> Vec<u8> {
+    serde_json::json!({
+        "session_id": format!("{project}-session"),
+        "cwd": format!("/home/dev/projects/{project}"),
+        "hook_event_name": "PostToolUse",
+        "tool_name": "Bash",
+        "tool_input": { "command": format!("echo {word} {n}"), "description": "a step" },
+        "tool_response": { "stdout": format!("{word} {n}\n"), "stderr": "", "interrupted": false },
+        "tool_use_id": format!("toolu_{project}_{n}"),
+    })
+    .to_string()
+    .into_bytes()
+}
+
+/// One project's search filters its matches by a set of the project's row ids kept in memory
+/// (`nmem_in_project`), built at its first search and brought up to date at each search after:
+/// rows recorded after the set was built are found, and another project's never are.
+#[test]
+fn a_project_search_finds_rows_recorded_after_its_first_search_and_only_its_own() {
+    let home = Home::new("q-proj-set");
+    let _d = home.start();
+    let search = |project: &str| -> Vec<Value> {
+        let out = home
+            .cmd("nmem")
+            .args(["search", "quokka", "--project", project, "--json"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["items"].as_array().unwrap().clone()
+    };
+    let record = |project: &str, n: usize| {
+        assert!(home
+            .record("claude-code", &project_event(project, n, "quokka"))
+            .status
+            .success());
+    };
+    record("alpha", 1);
+    record("beta", 1);
+    wait_until(
+        "alpha's first row",
+        std::time::Duration::from_secs(30),
+        || search("alpha").len() == 1,
+    );
+    // Rows added after alpha's set was built, to both projects.
+    for n in 2..=4 {
+        record("beta", n);
+        record("alpha", n);
+    }
+    record("beta", 5);
+    wait_until(
+        "alpha's four rows",
+        std::time::Duration::from_secs(30),
+        || search("alpha").len() == 4,
+    );
+    let alpha = search("alpha");
+    assert!(alpha.iter().all(|h| h["project"] == "alpha"), "{alpha:?}");
+    let beta = search("beta");
+    assert_eq!(beta.len(), 5, "{beta:?}");
+    assert!(beta.iter().all(|h| h["project"] == "beta"), "{beta:?}");
+    // The same rows as the search of every project, filtered by project.
+    let out = home
+        .cmd("nmem")
+        .args(["search", "quokka", "--all-projects", "--json"])
+        .output()
+        .unwrap();
+    let all: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mut want: Vec<i64> = all["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|h| h["project"] == "alpha")
+        .map(|h| h["id"].as_i64().unwrap())
+        .collect();
+    let mut got: Vec<i64> = alpha.iter().map(|h| h["id"].as_i64().unwrap()).collect();
+    want.sort();
+    got.sort();
+    assert_eq!(got, want);
+}

@@ -28,6 +28,7 @@ const MEANING: &str = "meaning";
 /// The semantic source's rows and their similarity to the query.
 type Near = Vec<(Key, f32)>;
 use crate::store::bm25;
+use crate::store::project_ids::{self, Bits, ProjectIds};
 use nmem_proto::obs::ObsType;
 use nmem_proto::query::{
     OrderBy, QueryUse, RetrievalSource, SearchHit, SearchMode, SearchReply, SearchRequest,
@@ -112,6 +113,7 @@ pub async fn search(app: &App, req: SearchRequest) -> Result<SearchReply, QueryE
         lex: lex.clone(),
         mode,
         semantic: app.semantic.clone(),
+        project_ids: app.readers.project_ids(),
         cfg: app.config.search.clone(),
         project: project_of(app, &req.project, &req.cwd),
         types,
@@ -242,6 +244,8 @@ struct Plan {
     lex: LexPlan,
     mode: SearchMode,
     semantic: Arc<Semantic>,
+    /// The project filter's row sets (`nmem_in_project`).
+    project_ids: Arc<ProjectIds>,
     cfg: SearchConfig,
     project: Option<String>,
     types: Vec<String>,
@@ -623,8 +627,9 @@ impl Plan {
         sigs: &Signatures,
     ) -> Result<Vec<SearchHit>, QueryError> {
         let mut hits = Vec::new();
+        let bits = self.project_bits(c, "observations")?;
         for cap in self.caps(want) {
-            hits = self.observations_within(c, fts, types, want, cap, sigs)?;
+            hits = self.observations_within(c, fts, types, want, cap, sigs, bits.as_ref())?;
             if hits.len() as i64 >= want {
                 break;
             }
@@ -632,6 +637,7 @@ impl Plan {
         Ok(hits)
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn observations_within(
         &self,
         c: &Connection,
@@ -640,9 +646,17 @@ impl Plan {
         want: i64,
         cap: Option<i64>,
         sigs: &Signatures,
+        bits: Option<&Arc<Bits>>,
     ) -> Result<Vec<SearchHit>, QueryError> {
         let mut args = Vec::new();
-        let mut sql = self.matches("observations", cap, &mut args, fts, sigs.obs.as_deref());
+        let mut sql = self.matches(
+            "observations",
+            cap,
+            &mut args,
+            fts,
+            sigs.obs.as_deref(),
+            bits.is_some(),
+        );
         sql.push_str(&format!(
             " SELECT {OBS_HIT}, m.score FROM m JOIN observations o ON o.id = m.id WHERE 1"
         ));
@@ -650,10 +664,25 @@ impl Plan {
         self.obs_filters(types, &mut sql, &mut args);
         sql.push_str(&format!(" ORDER BY {} LIMIT {want}", self.order_sql("o")));
         let mut stmt = c.prepare_cached(&sql).map_err(fts_error)?;
-        let rows = stmt
-            .query_map(rusqlite::params_from_iter(args), obs_hit)
-            .map_err(fts_error)?;
-        rows.collect::<Result<_, _>>().map_err(fts_error)
+        filtered(bits, || {
+            let rows = stmt
+                .query_map(rusqlite::params_from_iter(args), obs_hit)
+                .map_err(fts_error)?;
+            rows.collect::<Result<_, _>>().map_err(fts_error)
+        })
+    }
+
+    /// The project's row set for `nmem_in_project`, when a project is searched and its set fits
+    /// ([`project_ids`]); None: the project is checked by a join instead.
+    fn project_bits(
+        &self,
+        c: &Connection,
+        table: &'static str,
+    ) -> Result<Option<Arc<Bits>>, QueryError> {
+        match &self.project {
+            Some(p) => self.project_ids.get(c, table, p).map_err(fts_error),
+            None => Ok(None),
+        }
     }
 
     /// How many candidates to rank, in turn (see `CANDIDATES`).
@@ -681,7 +710,10 @@ impl Plan {
     /// The matches of the FTS table (of the project, when there is one), newest first (oldest
     /// first for `date_asc`), at most `cap`, with their BM25 rank (identifier words weighted
     /// lower than the text; `bm25()`'s score, its phrase counts remembered per index state
-    /// when `sig` is given: [`bm25`]). Binds the signature, the query, then the project.
+    /// when `sig` is given: [`bm25`]). Binds the signature, the query, then the project. With
+    /// `in_set`, the project is checked by `nmem_in_project` on each match (the caller runs the
+    /// statement under [`project_ids::with_filter`]), else by a join on the (id, project) index:
+    /// the same rows, without a B-tree probe per match walked.
     fn matches(
         &self,
         table: &str,
@@ -689,6 +721,7 @@ impl Plan {
         args: &mut Vec<Sql>,
         fts: &str,
         sig: Option<&[u8]>,
+        in_set: bool,
     ) -> String {
         let dir = if self.order == OrderBy::DateAsc {
             "ASC"
@@ -706,6 +739,9 @@ impl Plan {
         args.push(Sql::Blob(sig.map(<[u8]>::to_vec).unwrap_or_default()));
         args.push(Sql::Text(fts));
         match &self.project {
+            Some(_) if in_set => format!(
+                "WITH m AS (SELECT rowid AS id, nmem_bm25({table}_fts, 1.0, {w:.3}, ?) AS score FROM {table}_fts WHERE {table}_fts MATCH ? AND nmem_in_project(rowid) ORDER BY rowid {dir}{limit})"
+            ),
             None => format!(
                 "WITH m AS (SELECT rowid AS id, nmem_bm25({table}_fts, 1.0, {w:.3}, ?) AS score FROM {table}_fts WHERE {table}_fts MATCH ? ORDER BY rowid {dir}{limit})"
             ),
@@ -730,8 +766,9 @@ impl Plan {
         sigs: &Signatures,
     ) -> Result<Vec<SearchHit>, QueryError> {
         let mut hits = Vec::new();
+        let bits = self.project_bits(c, "prompts")?;
         for cap in self.caps(want) {
-            hits = self.prompts_within(c, fts, sources, want, cap, sigs)?;
+            hits = self.prompts_within(c, fts, sources, want, cap, sigs, bits.as_ref())?;
             if hits.len() as i64 >= want {
                 break;
             }
@@ -739,6 +776,7 @@ impl Plan {
         Ok(hits)
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn prompts_within(
         &self,
         c: &Connection,
@@ -747,9 +785,17 @@ impl Plan {
         want: i64,
         cap: Option<i64>,
         sigs: &Signatures,
+        bits: Option<&Arc<Bits>>,
     ) -> Result<Vec<SearchHit>, QueryError> {
         let mut args = Vec::new();
-        let mut sql = self.matches("prompts", cap, &mut args, fts, sigs.prompts.as_deref());
+        let mut sql = self.matches(
+            "prompts",
+            cap,
+            &mut args,
+            fts,
+            sigs.prompts.as_deref(),
+            bits.is_some(),
+        );
         sql.push_str(&format!(
             " SELECT {PROMPT_HIT}, m.score FROM m JOIN prompts p ON p.id = m.id WHERE 1"
         ));
@@ -760,10 +806,12 @@ impl Plan {
         }
         sql.push_str(&format!(" ORDER BY {} LIMIT {want}", self.order_sql("p")));
         let mut stmt = c.prepare_cached(&sql).map_err(fts_error)?;
-        let rows = stmt
-            .query_map(rusqlite::params_from_iter(args), prompt_hit)
-            .map_err(fts_error)?;
-        rows.collect::<Result<_, _>>().map_err(fts_error)
+        filtered(bits, || {
+            let rows = stmt
+                .query_map(rusqlite::params_from_iter(args), prompt_hit)
+                .map_err(fts_error)?;
+            rows.collect::<Result<_, _>>().map_err(fts_error)
+        })
     }
 
     /// Read candidates by id, with every filter applied (the project included).
@@ -1039,6 +1087,14 @@ fn collapse_repeats(hits: &mut Vec<SearchHit>) {
 const OBS_HIT: &str =
     "o.id, o.timestamp, o.obs_type, substr(o.content, 1, 120), o.file_path, o.session_id, o.project";
 const PROMPT_HIT: &str = "p.id, p.timestamp, p.source, p.content, p.session_id, p.project";
+
+/// Run `f` with the project's row set as `nmem_in_project`'s, when there is one.
+fn filtered<T>(bits: Option<&Arc<Bits>>, f: impl FnOnce() -> T) -> T {
+    match bits {
+        Some(b) => project_ids::with_filter(b.clone(), f),
+        None => f(),
+    }
+}
 
 fn obs_hit(r: &rusqlite::Row) -> rusqlite::Result<SearchHit> {
     Ok(SearchHit {

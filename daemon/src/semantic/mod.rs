@@ -1,9 +1,9 @@
 //! Search by meaning: embeddings of observations and prompts.
 //!
 //! * The model (all-MiniLM-L6-v2, imported with `nmemctl model import`; never downloaded) runs in
-//!   a child process started on demand and stopped after `[embed] idle_secs`, so its 80–100 MB
+//!   a child process started on demand and stopped after `[embed] idle_secs`, so its 80–185 MB
 //!   never count against `nmemd`'s memory and are given back when idle. The child is
-//!   `nmem-embed-onnx` (int8, ONNX Runtime) when `[embed] engine = "onnx"` (the default) and it
+//!   `nmem-embed-onnx` (ONNX Runtime: the model's fp32 graph, else its int8 one) when `[embed] engine = "onnx"` (the default) and it
 //!   starts, else `nmem-embed` (candle, fp32): a failed ONNX start is logged with its reason,
 //!   shown by `nmemctl status`, and not retried until the model is activated again. No model, or
 //!   `[embed] enabled = false`: search is lexical, and its replies say so.
@@ -90,6 +90,8 @@ const EMBED_TIMEOUT: Duration = Duration::from_secs(30);
 struct EngineState {
     /// `onnx` or `candle`, once a child has started.
     in_use: Option<&'static str>,
+    /// The ONNX graph the ONNX child runs (`model.fp32.onnx` or `model.int8.onnx`).
+    graph: Option<&'static str>,
     /// The ONNX child could not start (its reason): candle is used until the next activation.
     onnx_failed: Option<String>,
 }
@@ -263,14 +265,17 @@ impl Semantic {
         }
     }
 
-    /// Start the configured engine's child; the ONNX one failing (no runtime, no
-    /// `model.int8.onnx`, a static build), candle's instead, with the reason logged and kept.
+    /// Start the configured engine's child; the ONNX one failing (no runtime, no ONNX graph, a
+    /// static build), candle's instead, with the reason logged and kept.
     fn spawn_child(&self, active: &Active) -> Result<EmbedChild, nmem_embed::EmbedError> {
         let mut engine = self.engine.lock().unwrap_or_else(|e| e.into_inner());
         if let (Some(onnx), None) = (&self.onnx_bin, &engine.onnx_failed) {
             match EmbedChild::spawn(onnx, &active.dir, READY_TIMEOUT) {
                 Ok(c) => {
                     engine.in_use = Some("onnx");
+                    // The child picks the graph by the same rule; read here, it is what it
+                    // found a moment ago (an import adding a graph reloads the model).
+                    engine.graph = nmem_embed::model::onnx_graph(&active.dir);
                     return Ok(c);
                 }
                 Err(e) if self.bin.is_some() => {
@@ -288,13 +293,19 @@ impl Semantic {
         })?;
         let c = EmbedChild::spawn(bin, &active.dir, READY_TIMEOUT)?;
         engine.in_use = Some("candle");
+        engine.graph = None;
         Ok(c)
     }
 
-    /// The engine in use (`onnx`, `candle`) once a child started, and why the ONNX one is not.
-    pub fn engine(&self) -> (Option<String>, Option<String>) {
+    /// The engine in use (`onnx`, `candle`) once a child started, the ONNX graph it runs, and
+    /// why the ONNX engine is not the one in use.
+    pub fn engine(&self) -> (Option<String>, Option<String>, Option<String>) {
         let e = self.engine.lock().unwrap_or_else(|e| e.into_inner());
-        (e.in_use.map(str::to_owned), e.onnx_failed.clone())
+        (
+            e.in_use.map(str::to_owned),
+            e.graph.map(str::to_owned),
+            e.onnx_failed.clone(),
+        )
     }
 
     /// The query's vector, and the model it comes from.

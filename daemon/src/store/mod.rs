@@ -7,6 +7,7 @@
 pub mod bm25;
 pub mod follow;
 pub mod fts;
+pub mod project_ids;
 pub mod readers;
 pub mod schema;
 pub mod terms;

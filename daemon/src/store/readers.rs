@@ -65,6 +65,8 @@ pub struct Readers {
     stopping: Arc<AtomicBool>,
     /// The phrase counts `nmem_bm25` remembers, shared by every connection of the pool.
     docfreq: Arc<super::bm25::DocFreq>,
+    /// The project row sets `nmem_in_project` filters by, shared likewise.
+    project_ids: Arc<super::project_ids::ProjectIds>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -104,14 +106,21 @@ impl Readers {
             budget,
             stopping: Arc::new(AtomicBool::new(false)),
             docfreq: Default::default(),
+            project_ids: Default::default(),
         }
     }
 
-    /// A new read-only connection, with `nmem_bm25` registered.
+    /// A new read-only connection, with `nmem_bm25` and `nmem_in_project` registered.
     fn open(&self) -> rusqlite::Result<Connection> {
         let conn = super::schema::open_reader(&self.path)?;
         super::bm25::register(&conn, self.docfreq.clone())?;
+        super::project_ids::register(&conn)?;
         Ok(conn)
+    }
+
+    /// The project row sets of `nmem_in_project`.
+    pub fn project_ids(&self) -> Arc<super::project_ids::ProjectIds> {
+        self.project_ids.clone()
     }
 
     /// Interrupt every running query, and every later one: the daemon is stopping.

@@ -33,7 +33,8 @@ pub fn model_list(json: bool) -> ExitCode {
             .iter()
             .map(|m| {
                 serde_json::json!({"id": m.id, "dim": m.dim, "sha256": m.sha256, "source": m.source,
-                    "imported_at": m.imported_at, "dir": m.dir, "active": Some(&m.id) == active.as_ref()})
+                    "imported_at": m.imported_at, "dir": m.dir, "active": Some(&m.id) == active.as_ref(),
+                    "onnx_graph": nmem_embed::model::onnx_graph(&m.dir)})
             })
             .collect();
         println!("{}", serde_json::Value::Array(v));
@@ -48,7 +49,15 @@ pub fn model_list(json: bool) -> ExitCode {
             } else {
                 " "
             };
-            println!("{mark} {:<24} {:>4} dims  {}", m.id, m.dim, m.dir.display());
+            // The graph nmem-embed-onnx would run; candle (nmem-embed) runs model.safetensors.
+            let graph = nmem_embed::model::onnx_graph(&m.dir).unwrap_or("no ONNX graph");
+            println!(
+                "{mark} {:<24} {:>4} dims  {:<16} {}",
+                m.id,
+                m.dim,
+                graph,
+                m.dir.display()
+            );
         }
     }
     ExitCode::SUCCESS

@@ -254,7 +254,10 @@ fn print_human(s: &wire::Status) {
                         e.pending,
                         e.engine
                             .as_ref()
-                            .map(|en| format!(", engine {en}"))
+                            .map(|en| match &e.onnx_graph {
+                                Some(g) => format!(", engine {en} ({g})"),
+                                None => format!(", engine {en}"),
+                            })
                             .unwrap_or_default(),
                         e.embedder_pid
                             .map(|p| format!(" (embedder pid {p})"))
