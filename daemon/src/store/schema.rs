@@ -19,6 +19,7 @@ const LATER_SQL: &[&str] = &[
     include_str!("../../../migrations/008_digest_generation.sql"),
     include_str!("../../../migrations/009_documents.sql"),
     include_str!("../../../migrations/010_knowledge.sql"),
+    include_str!("../../../migrations/012_knowledge_search.sql"),
 ];
 
 /// The migrations before 006, for tests that build a database as older versions wrote it.
@@ -247,28 +248,38 @@ mod tests {
             .unwrap();
     }
 
+    /// A file as the build whose last migration was `LATER_SQL[later - 1]` wrote it.
+    fn migrated_up_to(db: &Path, later: usize) -> Connection {
+        let mut c = Connection::open(db).unwrap();
+        super::super::terms::register(&c).unwrap();
+        let mut ms: Vec<M> = MIGRATION_SQL.iter().map(|sql| M::up(sql)).collect();
+        ms.push(M::up_with_hook(
+            FIDELITY_SQL,
+            |tx: &rusqlite::Transaction| {
+                super::super::upgrade::fidelity(tx)?;
+                Ok(())
+            },
+        ));
+        ms.extend(LATER_SQL[..later].iter().map(|sql| M::up(sql)));
+        Migrations::new(ms).to_latest(&mut c).unwrap();
+        c
+    }
+
+    /// Where a migration is in `LATER_SQL`, by its file's first line.
+    fn later_index(first_line: &str) -> usize {
+        LATER_SQL
+            .iter()
+            .position(|s| s.starts_with(first_line))
+            .unwrap()
+    }
+
     /// Memories saved before the knowledge tables existed become notes when the file is
-    /// upgraded (the knowledge migration is the last one), a malformed metadata column included.
+    /// upgraded, a malformed metadata column included.
     #[test]
     fn memories_from_before_knowledge_become_notes() {
         let (_dir, db) = temp_db();
         {
-            let mut c = Connection::open(&db).unwrap();
-            super::super::terms::register(&c).unwrap();
-            let mut ms: Vec<M> = MIGRATION_SQL.iter().map(|sql| M::up(sql)).collect();
-            ms.push(M::up_with_hook(
-                FIDELITY_SQL,
-                |tx: &rusqlite::Transaction| {
-                    super::super::upgrade::fidelity(tx)?;
-                    Ok(())
-                },
-            ));
-            ms.extend(
-                LATER_SQL[..LATER_SQL.len() - 1]
-                    .iter()
-                    .map(|sql| M::up(sql)),
-            );
-            Migrations::new(ms).to_latest(&mut c).unwrap();
+            let c = migrated_up_to(&db, later_index("-- Governed knowledge"));
             c.execute_batch(
                 "INSERT INTO sessions (id, harness, project, started_at) VALUES ('s', 'nmem', 'p', 0);
                  INSERT INTO observations (id, session_id, timestamp, obs_type, source_event, content, metadata, project, harness) VALUES
@@ -295,6 +306,54 @@ mod tests {
                 (2, "Node 20 only".to_string(), "active".to_string())
             ]
         );
+    }
+
+    /// Knowledge written before its full-text table existed is searchable after the upgrade,
+    /// and the triggers keep the table in step with later writes.
+    #[test]
+    fn knowledge_from_before_its_index_is_indexed_on_upgrade() {
+        let (_dir, db) = temp_db();
+        {
+            let c = migrated_up_to(&db, later_index("-- Knowledge and work items in `search`"));
+            c.execute_batch(
+                "INSERT INTO sessions (id, harness, project, started_at) VALUES ('s', 'nmem', 'p', 0);
+                 INSERT INTO observations (id, session_id, timestamp, obs_type, source_event, content, project, harness) VALUES
+                   (1, 's', 5, 'memory', 'save_memory', 'Webhooks are retried with exponential backoff', 'p', 'nmem');
+                 INSERT INTO knowledge (class, kind, project, scope, title, summary, reason, memory_source, status, subject, predicate, value, created_at, updated_at)
+                   VALUES ('knowledge', 'fact', 'p', 'project', 'Invoice numbering', 'Invoices are numbered per tenant', 'seen in billing', 'user_declared', 'active', 'invoices', 'numbering', '\"sequential\"', 1, 1);",
+            )
+            .unwrap();
+        }
+        let c = open_writer(&db).unwrap();
+        let find = |c: &Connection, q: &str| -> Vec<i64> {
+            c.prepare("SELECT rowid FROM knowledge_fts WHERE knowledge_fts MATCH ?1 ORDER BY rowid")
+                .unwrap()
+                .query_map([q], |r| r.get(0))
+                .unwrap()
+                .collect::<Result<_, _>>()
+                .unwrap()
+        };
+        // Both the note (from 010's own backfill) and the item are found, by any column.
+        assert_eq!(find(&c, "backoff").len(), 1);
+        assert_eq!(find(&c, "tenant").len(), 1);
+        assert_eq!(find(&c, "numbering").len(), 1);
+        assert_eq!(find(&c, "sequential").len(), 1);
+        // Rewritten, the old words go and the new come; deleted, nothing is left.
+        c.execute(
+            "UPDATE knowledge SET summary = 'Invoices are numbered globally' WHERE kind = 'fact'",
+            [],
+        )
+        .unwrap();
+        assert!(find(&c, "tenant").is_empty());
+        assert_eq!(find(&c, "globally").len(), 1);
+        c.execute("DELETE FROM observations WHERE id = 1", [])
+            .unwrap();
+        assert!(find(&c, "backoff").is_empty());
+        c.execute(
+            "INSERT INTO knowledge_fts (knowledge_fts) VALUES ('integrity-check')",
+            [],
+        )
+        .unwrap();
     }
 
     #[test]
