@@ -364,7 +364,8 @@ pub struct DigestData {
     errors: Vec<(i64, String)>,
     git: Vec<(i64, String)>,
     prs: Vec<(i64, String)>,
-    pinned: Vec<(i64, String)>,
+    /// Pinned knowledge items (`decision k4`), then pinned observations (`#12`): label, text.
+    pinned: Vec<(String, String)>,
     /// Open work items (tasks, bugs, follow-ups): id, kind, title.
     work: Vec<(i64, String, String)>,
     last_actions: Vec<(i64, String, String)>,
@@ -506,8 +507,8 @@ pub fn render(
     if !pinned.is_empty() {
         l.push("");
         l.push("## Pinned");
-        for (id, content) in pinned {
-            l.push(&format!("- #{id} {}", one_line(content, 160)));
+        for (label, content) in pinned {
+            l.push(&format!("- {label} {}", one_line(content, 160)));
         }
     }
     if !work.is_empty() {
@@ -880,12 +881,46 @@ fn flag_value(command: &str, flags: &[&str]) -> Option<String> {
     None
 }
 
-fn pinned(c: &Connection, project: &str, n: usize) -> rusqlite::Result<Vec<(i64, String)>> {
+/// Pinned knowledge of the project that is still current (newest first), then pinned
+/// observations: at most `n` of each. Knowledge comes first: it is what was decided, the
+/// observations are what happened.
+fn pinned(c: &Connection, project: &str, n: usize) -> rusqlite::Result<Vec<(String, String)>> {
+    let mut stmt = c.prepare_cached(
+        "SELECT kind, id, title, status, stale_obs_id IS NOT NULL OR stale_doc_id IS NOT NULL
+           FROM knowledge
+          WHERE is_pinned = 1 AND project = ?1 AND class = 'knowledge'
+            AND status NOT IN ('superseded', 'archived')
+          ORDER BY updated_at DESC, id DESC LIMIT ?2",
+    )?;
+    let mut out: Vec<(String, String)> = stmt
+        .query_map(params![project, n as i64], |r| {
+            let (kind, id, title, status, stale): (String, i64, String, String, bool) =
+                (r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?);
+            let mut flags = Vec::new();
+            if status != "active" {
+                flags.push(status);
+            }
+            if stale {
+                flags.push("possibly stale".into());
+            }
+            let flags = if flags.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", flags.join(", "))
+            };
+            Ok((format!("{kind} k{id}:"), format!("{title}{flags}")))
+        })?
+        .collect::<Result<_, _>>()?;
     let mut stmt = c.prepare_cached(
         "SELECT id, content FROM observations WHERE is_pinned = 1 AND project = ?1 ORDER BY timestamp DESC LIMIT ?2",
     )?;
-    let rows = stmt.query_map(params![project, n as i64], |r| Ok((r.get(0)?, r.get(1)?)))?;
-    rows.collect()
+    let rows = stmt.query_map(params![project, n as i64], |r| {
+        Ok((format!("#{}", r.get::<_, i64>(0)?), r.get(1)?))
+    })?;
+    for r in rows {
+        out.push(r?);
+    }
+    Ok(out)
 }
 
 /// The last actions of this session (after compact) or of the project's most recently active

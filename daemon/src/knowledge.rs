@@ -10,23 +10,26 @@
 //! * the same subject and predicate with another value marks both `contested`;
 //! * an unstructured item similar to others (words of title and summary) is written, and the
 //!   reply lists them as `possible_duplicates`;
-//! * evidence must exist (`obs:<id>` names a stored observation) and, with a `hash`, still hold
-//!   the text it had;
+//! * evidence must exist (`obs:<id>` names a stored observation, `src:<id>` with a `segment_id`
+//!   a stored document chunk) and, with a `hash`, still hold the text it had;
 //! * promote, supersede, contest, archive and a work item's done / drop / reopen need a reason,
 //!   and are recorded in `knowledge_audit`; promote and supersede clear the possibly-stale flag.
 //!
-//! The flag itself is raised by a trigger (migration 010), in the same transaction as the edit
-//! of a file that an active item's evidence names; saved memories become notes by trigger too.
+//! The flag itself is raised by triggers, in the same transaction as its cause: the edit of a
+//! file that an active item's evidence names (migration 010), or the deletion of a cited document
+//! chunk, which is how a re-ingest replaces a chunk whose text changed (migration 012); saved
+//! memories become notes by trigger too.
 
 use crate::app::App;
 use crate::query::bounds::{check_len, check_scope};
 use crate::query::QueryError;
 use crate::store::writer::WriteError;
 use nmem_proto::knowledge::{
-    Action, AuditEntry, Class, EvidenceRef, Item, KnowledgeKind, LifecycleReply, LifecycleRequest,
-    ListReply, ListRequest, MemorySource, PossibleDuplicate, RememberRequest, Remembered, Status,
-    WorkKind, SCOPE_GLOBAL, SCOPE_PROJECT,
+    Action, AuditEntry, Class, EvidenceRef, HitRef, Item, KnowledgeKind, LifecycleReply,
+    LifecycleRequest, ListReply, ListRequest, MemorySource, PossibleDuplicate, RememberRequest,
+    Remembered, Status, WorkKind, SCOPE_GLOBAL, SCOPE_PROJECT,
 };
+use nmem_proto::query::{Observation, SearchHit};
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use std::collections::BTreeSet;
 
@@ -75,6 +78,41 @@ pub async fn lifecycle(app: &App, req: LifecycleRequest) -> Result<LifecycleRepl
     Ok(app
         .writer
         .exec(move |c| change(c, &req, &reason, now))
+        .await?)
+}
+
+/// `POST /v1/pin` with `knowledge: true`: pin or unpin an item (an audit row says so). A pinned
+/// knowledge item comes first in its project's digest while it is current.
+pub async fn pin(app: &App, id: i64, pinned: bool) -> Result<(), QueryError> {
+    let now = nmem_proto::now_ms();
+    Ok(app
+        .writer
+        .exec(move |c| {
+            let tx = c.transaction()?;
+            let Some(was) = tx
+                .query_row(
+                    "SELECT is_pinned, status FROM knowledge WHERE id = ?1",
+                    [id],
+                    |r| Ok((r.get::<_, i64>(0)? != 0, r.get::<_, String>(1)?)),
+                )
+                .optional()?
+            else {
+                return Err(WriteError::NotFound(format!(
+                    "no knowledge or work item has id {id} (k{id})"
+                )));
+            };
+            if was.0 != pinned {
+                tx.execute(
+                    "UPDATE knowledge SET is_pinned = ?2 WHERE id = ?1",
+                    params![id, pinned as i64],
+                )?;
+                let status = Status::parse(&was.1);
+                let action = if pinned { "pinned" } else { "unpinned" };
+                audit(&tx, id, now, action, status, status, action, None)?;
+            }
+            tx.commit()?;
+            Ok(())
+        })
         .await?)
 }
 
@@ -414,9 +452,14 @@ fn check_evidence(
     let mut out = Vec::with_capacity(refs.len());
     for e in refs {
         let sid = e.source_id.trim();
+        if sid.starts_with("src:") || sid.starts_with("doc:") {
+            out.push((None, chunk_evidence(c, e)?));
+            continue;
+        }
         let Some(n) = sid.strip_prefix("obs:") else {
             return Err(WriteError::Invalid(format!(
-                "evidence {sid:?}: cite an observation as {{\"source_id\": \"obs:<id>\"}}"
+                "evidence {sid:?}: cite an observation as {{\"source_id\": \"obs:<id>\"}}, or a \
+                 document chunk as {{\"source_id\": \"src:<id>\", \"segment_id\": \"<chunk id>\"}}"
             )));
         };
         let id: i64 = n.parse().map_err(|_| {
@@ -457,6 +500,85 @@ fn check_evidence(
         ));
     }
     Ok(out)
+}
+
+/// Resolve a document chunk's citation: `{"source_id": "src:<source>", "segment_id": "<chunk>"}`
+/// (the chunk also as `doc:<chunk>` or `d<chunk>`), or `{"source_id": "doc:<chunk>"}`. The
+/// chunk must exist (in that source) and, with a `hash`, hold the text it had. Stored with the
+/// chunk's own hash and, when the source is a file, its path: re-ingesting the source with that
+/// chunk changed, or a later edit of the file, flags the item possibly stale.
+fn chunk_evidence(c: &Connection, e: &EvidenceRef) -> Result<EvidenceRef, WriteError> {
+    let sid = e.source_id.trim();
+    let bad = |m: String| WriteError::Invalid(format!("evidence {sid:?}: {m}"));
+    let number = |s: &str| -> Option<i64> {
+        let s = s.trim();
+        let s = s
+            .strip_prefix("doc:")
+            .or_else(|| s.strip_prefix('d'))
+            .unwrap_or(s);
+        s.parse::<i64>().ok().filter(|n| *n > 0)
+    };
+    let (source, chunk) = match sid.strip_prefix("src:") {
+        Some(src) => {
+            let src = src.trim().parse::<i64>().ok().filter(|n| *n > 0).ok_or_else(|| {
+                bad("`src:` must be followed by a source id (as memory_ingest or a search's doc \
+                     result gives it)"
+                    .into())
+            })?;
+            let seg = e
+                .segment_id
+                .as_deref()
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .ok_or_else(|| {
+                    bad("cite a chunk of the source: give `segment_id` (a doc result's id)".into())
+                })?;
+            let chunk = number(seg).ok_or_else(|| {
+                bad(format!(
+                    "segment_id {seg:?} is not a chunk id (digits, or doc:<id>)"
+                ))
+            })?;
+            (Some(src), chunk)
+        }
+        None => (
+            None,
+            number(sid).ok_or_else(|| bad("`doc:` must be followed by a chunk id".into()))?,
+        ),
+    };
+    let row: Option<(i64, String, String, String)> = c
+        .query_row(
+            "SELECT d.source_id, d.content, d.hash, s.locator
+               FROM doc_chunks d JOIN doc_sources s ON s.id = d.source_id WHERE d.id = ?1",
+            [chunk],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+        )
+        .optional()?;
+    let Some((src, content, hash, locator)) = row.filter(|r| source.is_none_or(|s| s == r.0))
+    else {
+        return Err(bad(format!(
+            "no chunk {chunk}{} (it may have changed on a re-ingest, or been purged): search \
+             again for its current id",
+            source
+                .map(|s| format!(" in source src:{s}"))
+                .unwrap_or_default()
+        )));
+    };
+    if let Some(h) = e.hash.as_deref().map(str::trim).filter(|h| !h.is_empty()) {
+        let h = h.to_ascii_lowercase();
+        let actual = crate::sha256_hex(content.as_bytes());
+        if h.len() < 8 || !actual.starts_with(&h) {
+            return Err(bad(format!(
+                "the hash {h:?} does not match chunk {chunk}'s text (SHA-256 {actual}): it \
+                 changed since it was read, or the hash is wrong"
+            )));
+        }
+    }
+    Ok(EvidenceRef {
+        source_id: format!("src:{src}"),
+        segment_id: Some(chunk.to_string()),
+        hash: Some(hash),
+        file_path: locator.starts_with('/').then_some(locator),
+    })
 }
 
 /// The words that say what an item is about: lower case, three letters or more.
@@ -574,7 +696,8 @@ fn change(
     let set = |tx: &rusqlite::Transaction, id: i64, to: Status, clear_stale: bool| {
         tx.execute(
             "UPDATE knowledge SET status = ?2, updated_at = ?3,
-                    stale_obs_id = CASE WHEN ?4 THEN NULL ELSE stale_obs_id END
+                    stale_obs_id = CASE WHEN ?4 THEN NULL ELSE stale_obs_id END,
+                    stale_doc_id = CASE WHEN ?4 THEN NULL ELSE stale_doc_id END
               WHERE id = ?1",
             params![id, to.as_str(), now, clear_stale],
         )
@@ -642,7 +765,7 @@ fn change(
             }
             tx.execute(
                 "UPDATE knowledge SET status = 'superseded', superseded_by = ?2, updated_at = ?3,
-                        stale_obs_id = NULL WHERE id = ?1",
+                        stale_obs_id = NULL, stale_doc_id = NULL WHERE id = ?1",
                 params![item.id, new_id, now],
             )?;
             audit(
@@ -743,12 +866,14 @@ fn change(
 }
 
 const ITEM_COLUMNS: &str = "id, class, kind, project, scope, title, summary, reason, memory_source, \
-     status, confidence, payload, obs_id, superseded_by, stale_obs_id, is_pinned, created_at, updated_at";
+     status, confidence, payload, obs_id, superseded_by, stale_obs_id, is_pinned, created_at, updated_at, \
+     stale_doc_id";
 
 fn item_row(r: &Row) -> rusqlite::Result<Item> {
     let text = |i: usize| r.get::<_, String>(i);
     let payload: Option<String> = r.get(11)?;
     let stale: Option<i64> = r.get(14)?;
+    let stale_doc: Option<i64> = r.get(18)?;
     Ok(Item {
         id: r.get(0)?,
         class: Class::parse(&text(1)?).unwrap_or(Class::Knowledge),
@@ -764,8 +889,9 @@ fn item_row(r: &Row) -> rusqlite::Result<Item> {
         payload: payload.and_then(|p| serde_json::from_str(&p).ok()),
         obs_id: r.get(12)?,
         superseded_by: r.get(13)?,
-        possibly_stale: stale.is_some(),
+        possibly_stale: stale.is_some() || stale_doc.is_some(),
         stale_obs_id: stale,
+        stale_doc_id: stale_doc,
         evidence: Vec::new(),
         is_pinned: r.get::<_, i64>(15)? != 0,
         created_at: r.get(16)?,
@@ -841,7 +967,7 @@ fn read_list(
             sql.push_str(&format!(" AND kind = ?{}", args.len()));
         }
         if req.stale {
-            sql.push_str(" AND stale_obs_id IS NOT NULL");
+            sql.push_str(" AND (stale_obs_id IS NOT NULL OR stale_doc_id IS NOT NULL)");
         }
         args.push(crate::query::clamp(req.limit, 50, 500).into());
         sql.push_str(&format!(
@@ -898,6 +1024,235 @@ pub fn open_work(
         Ok((r.get(0)?, r.get(1)?, r.get(2)?))
     })?;
     rows.collect()
+}
+
+/// Which knowledge and work items a search takes (`include_knowledge`, `knowledge_status`, and
+/// the `obs_type` filter: `knowledge`, `work`, or an item kind).
+#[derive(Debug, Clone, Default)]
+pub struct SearchScope {
+    /// Knowledge is searched at all.
+    pub wanted: bool,
+    /// Only knowledge is searched (every type named selects items, none observations).
+    pub only: bool,
+    statuses: Vec<String>,
+    types: Vec<String>,
+}
+
+/// Whether an `obs_type` value selects knowledge or work items.
+fn selects_items(t: &str) -> bool {
+    matches!(t, "knowledge" | "work" | "work_item")
+        || KnowledgeKind::parse(t).is_some()
+        || WorkKind::parse(t).is_some()
+}
+
+impl SearchScope {
+    /// `types`: the request's type filter; `files`: whether it filters by file (an item has no
+    /// file of its own, so a file filter leaves items out).
+    pub fn new(
+        types: &[String],
+        files: bool,
+        include: Option<bool>,
+        statuses: Option<nmem_proto::query::OneOrMany>,
+    ) -> Result<SearchScope, QueryError> {
+        let statuses = statuses.map(|s| s.into_vec()).unwrap_or_default();
+        for s in &statuses {
+            if Status::parse(s).is_none() {
+                return Err(QueryError::BadRequest(format!(
+                    "knowledge_status: {s:?} is not a status: use {}",
+                    Status::ALL
+                        .iter()
+                        .map(|s| s.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )));
+            }
+        }
+        let statuses = if statuses.is_empty() {
+            Status::ALL
+                .iter()
+                .filter(|s| !matches!(s, Status::Superseded | Status::Archived))
+                .map(|s| s.as_str().to_string())
+                .collect()
+        } else {
+            statuses
+        };
+        let only = !types.is_empty() && types.iter().all(|t| selects_items(t));
+        let wanted = include.unwrap_or(true)
+            && !files
+            && (types.is_empty() || types.iter().any(|t| selects_items(t)));
+        Ok(SearchScope {
+            wanted,
+            only: only && wanted,
+            statuses,
+            types: types.iter().filter(|t| selects_items(t)).cloned().collect(),
+        })
+    }
+}
+
+/// One tier of a knowledge search: its name, FTS5 query, and what a hit at rank r scores
+/// (`weight / (rrf_k + r) + bonus`, as an observation's lexical rank does in the fusion).
+#[derive(Debug, Clone)]
+pub struct Tier {
+    pub name: &'static str,
+    pub fts: String,
+    pub weight: f64,
+    pub rrf_k: f64,
+    pub bonus: f64,
+}
+
+/// The columns of a knowledge search hit.
+const HIT_COLUMNS: &str = "k.id, k.class, k.kind, k.project, k.title, k.summary, k.status, \
+     k.memory_source, COALESCE(k.stale_obs_id, k.stale_doc_id), k.is_pinned, k.updated_at";
+
+fn hit_row(r: &Row) -> rusqlite::Result<SearchHit> {
+    let class: String = r.get(1)?;
+    let title: String = r.get(4)?;
+    let summary: String = r.get(5)?;
+    let kind: String = r.get(2)?;
+    let preview = if summary.trim().is_empty() || summary.trim() == title.trim() {
+        title.clone()
+    } else {
+        format!("{title}: {summary}")
+    };
+    Ok(SearchHit {
+        kind: if class == "work_item" {
+            "work"
+        } else {
+            "knowledge"
+        }
+        .into(),
+        id: r.get(0)?,
+        timestamp: r.get(10)?,
+        obs_type: Some(kind.clone()),
+        content_preview: nmem_proto::text::one_line(&preview, 200),
+        project: r.get(3)?,
+        knowledge: Some(HitRef {
+            class,
+            kind,
+            status: r.get(6)?,
+            title,
+            memory_source: r.get(7)?,
+            possibly_stale: r.get::<_, Option<i64>>(8)?.is_some(),
+            is_pinned: r.get::<_, i64>(9)? != 0,
+        }),
+        ..SearchHit::default()
+    })
+}
+
+/// Knowledge and work items matching a search: the first of `queries` (the strict query, then
+/// the looser tiers, as for observations) that finds any, by BM25 (title counted double), at
+/// most `limit` from `offset`. Each hit's `retrieval_sources` says its tier and rank, and its
+/// `score` is what the same rank in the same tier gives an observation in the fusion
+/// ([`crate::query`]'s weights), so the two lists can be merged by score.
+///
+/// `project`: its items and global ones (`None`: every project's). A note that mirrors a saved
+/// memory is left out unless `notes` (the memory is an observation found by the observations'
+/// search already).
+#[allow(clippy::too_many_arguments)]
+pub fn search(
+    c: &Connection,
+    scope: &SearchScope,
+    queries: &[Tier],
+    project: Option<&str>,
+    (from, to): (Option<i64>, Option<i64>),
+    notes: bool,
+    limit: i64,
+    offset: i64,
+) -> rusqlite::Result<Vec<SearchHit>> {
+    if limit <= 0 || !scope.wanted {
+        return Ok(Vec::new());
+    }
+    let mut stmt = c.prepare_cached(&format!(
+        "SELECT {HIT_COLUMNS}
+           FROM knowledge_fts f JOIN knowledge k ON k.id = f.rowid
+          WHERE knowledge_fts MATCH ?1
+            AND (?2 IS NULL OR k.project = ?2 OR k.scope = 'global')
+            AND k.status IN (SELECT value FROM json_each(?3))
+            AND (?4 = '[]' OR EXISTS (SELECT 1 FROM json_each(?4) t
+                  WHERE t.value = k.kind
+                     OR (t.value = 'knowledge' AND k.class = 'knowledge')
+                     OR (t.value IN ('work', 'work_item') AND k.class = 'work_item')))
+            AND (?5 IS NULL OR k.updated_at >= ?5) AND (?6 IS NULL OR k.updated_at <= ?6)
+            AND (?7 OR k.obs_id IS NULL)
+          ORDER BY bm25(knowledge_fts, 2.0, 1.0, 1.0, 1.0, 1.0), k.id DESC
+          LIMIT ?8 OFFSET ?9"
+    ))?;
+    let statuses = serde_json::to_string(&scope.statuses).unwrap_or_default();
+    let types = serde_json::to_string(&scope.types).unwrap_or_default();
+    for Tier {
+        name: tier,
+        fts: q,
+        weight,
+        rrf_k,
+        bonus,
+    } in queries
+    {
+        if q.is_empty() || *weight <= 0.0 {
+            continue;
+        }
+        let rows = stmt.query_map(
+            params![q, project, statuses, types, from, to, notes, limit, offset],
+            hit_row,
+        );
+        let hits: Vec<SearchHit> = match rows.and_then(|r| r.collect()) {
+            Ok(h) => h,
+            // A query FTS5 cannot parse in this table finds nothing here: the next tier.
+            Err(rusqlite::Error::SqliteFailure(e, _)) if e.code == rusqlite::ErrorCode::Unknown => {
+                continue
+            }
+            Err(e) => return Err(e),
+        };
+        if !hits.is_empty() {
+            return Ok(hits
+                .into_iter()
+                .enumerate()
+                .map(|(i, mut h)| {
+                    let rank = offset as u32 + i as u32 + 1;
+                    h.score = weight / (rrf_k + rank as f64) + bonus;
+                    h.retrieval_sources = vec![nmem_proto::query::RetrievalSource {
+                        source: "lexical".into(),
+                        rank,
+                        tier: Some(tier.to_string()),
+                        similarity: None,
+                        prompt_id: None,
+                    }];
+                    h
+                })
+                .collect());
+        }
+    }
+    Ok(Vec::new())
+}
+
+/// Items by id, as observations of type `knowledge` or `work` (`get` with `knowledge_ids`): the
+/// title and summary as the text, the whole item (status, evidence, pin) as the metadata.
+pub fn get(c: &Connection, ids: &[i64]) -> rusqlite::Result<Vec<Observation>> {
+    let mut out = Vec::new();
+    for id in ids {
+        if let Some(i) = read_item(c, *id)? {
+            let content = if i.summary.trim().is_empty() {
+                i.title.clone()
+            } else {
+                format!("{}\n\n{}", i.title, i.summary)
+            };
+            out.push(Observation {
+                id: i.id,
+                timestamp: i.updated_at,
+                project: i.project.clone(),
+                obs_type: match i.class {
+                    Class::Knowledge => "knowledge",
+                    Class::WorkItem => "work",
+                }
+                .into(),
+                source_event: "knowledge".into(),
+                content,
+                is_pinned: i.is_pinned,
+                metadata: serde_json::to_value(&i).ok(),
+                ..Observation::default()
+            });
+        }
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -1103,6 +1458,10 @@ mod tests {
         }];
         assert!(matches!(write(&mut c, &r), Err(WriteError::Invalid(m)) if m.contains("obs:99")));
         r.evidence_refs[0].source_id = "src:readme".into();
+        assert!(
+            matches!(write(&mut c, &r), Err(WriteError::Invalid(m)) if m.contains("source id"))
+        );
+        r.evidence_refs[0].source_id = "readme".into();
         assert!(matches!(write(&mut c, &r), Err(WriteError::Invalid(m)) if m.contains("obs:<id>")));
         r.evidence_refs[0] = EvidenceRef {
             source_id: "obs:1".into(),

@@ -18,14 +18,20 @@ pub fn run(c: &mut Connection, db: &std::path::Path) -> rusqlite::Result<Report>
     let db_bytes_before = size();
     let fts_indexed = crate::store::fts::index_all(c)?;
     let mut integrity = Vec::new();
-    for t in ["observations_fts", "prompts_fts", "doc_chunks_fts"] {
+    for t in [
+        "observations_fts",
+        "prompts_fts",
+        "doc_chunks_fts",
+        "knowledge_fts",
+    ] {
         match c.execute(
             &format!("INSERT INTO {t}({t}, rank) VALUES ('integrity-check', 1)"),
             [],
         ) {
             Ok(_) => integrity.push(format!("{t} ok")),
-            // The documents' index is external-content: SQLite rebuilds it from `doc_chunks`.
-            Err(err) if t == "doc_chunks_fts" => integrity.push(format!(
+            // The documents' and knowledge's indexes are external-content: SQLite rebuilds them
+            // from `doc_chunks` and `knowledge`.
+            Err(err) if t == "doc_chunks_fts" || t == "knowledge_fts" => integrity.push(format!(
                 "{t} FAILED: {err} (back up with `nmemctl backup`, then rebuild the index: with nmemd stopped, sqlite3 nmem.db \"INSERT INTO {t}({t}) VALUES('rebuild')\")"
             )),
             Err(err) => integrity.push(format!(
@@ -115,7 +121,8 @@ pub fn scrubbed<T>(
         c.execute_batch(
             "INSERT INTO observations_fts(observations_fts) VALUES ('optimize');
              INSERT INTO prompts_fts(prompts_fts) VALUES ('optimize');
-             INSERT INTO doc_chunks_fts(doc_chunks_fts) VALUES ('optimize');",
+             INSERT INTO doc_chunks_fts(doc_chunks_fts) VALUES ('optimize');
+             INSERT INTO knowledge_fts(knowledge_fts) VALUES ('optimize');",
         )?;
         let pages = || c.query_row("PRAGMA page_count", [], |r| r.get::<_, i64>(0));
         let before = pages()?;

@@ -237,6 +237,10 @@ pub async fn pin(
 ) -> Result<Json<wire::PinRequest>, ApiError> {
     let req: wire::PinRequest = body(&b)?;
     let (id, pinned) = (req.id, req.pinned);
+    if req.knowledge {
+        crate::knowledge::pin(&app, id, pinned).await?;
+        return Ok(Json(req));
+    }
     app.writer
         .exec(move |c| {
             let changed = c.execute(

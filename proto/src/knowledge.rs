@@ -220,12 +220,32 @@ pub struct Item {
     /// The observation that raised the flag.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stale_obs_id: Option<i64>,
+    /// The cited document chunk whose text changed (replaced on a re-ingest) or that was removed,
+    /// when that raised the flag.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stale_doc_id: Option<i64>,
     #[serde(default)]
     pub evidence: Vec<EvidenceRef>,
     #[serde(default)]
     pub is_pinned: bool,
     pub created_at: i64,
     pub updated_at: i64,
+}
+
+/// What a search result of kind `knowledge` or `work` says of its item besides its text.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct HitRef {
+    /// `knowledge` or `work_item`.
+    pub class: String,
+    pub kind: String,
+    pub status: String,
+    pub title: String,
+    pub memory_source: String,
+    #[serde(default)]
+    pub possibly_stale: bool,
+    #[serde(default)]
+    pub is_pinned: bool,
 }
 
 /// An existing item that looks like the one written (advisory: the write happened).

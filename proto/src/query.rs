@@ -116,6 +116,15 @@ pub struct SearchRequest {
     /// (default true); `obs_type: "doc"` searches only them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub include_docs: Option<bool>,
+    /// Include knowledge and work items (`nmem knowledge`, `nmem work`; default true): results
+    /// of kind `knowledge` and `work`. `obs_type: "knowledge"` (or `"work"`, or an item kind
+    /// such as `"decision"`) searches only them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub include_knowledge: Option<bool>,
+    /// The statuses of knowledge and work items to include (default: all but `superseded` and
+    /// `archived`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub knowledge_status: Option<OneOrMany>,
 }
 
 /// The sources a search uses.
@@ -221,6 +230,10 @@ pub struct SearchHit {
     /// `doc_ids`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub doc: Option<crate::docs::DocRef>,
+    /// Kinds `knowledge` and `work` only: the item's standing (its id is a knowledge id: `get`
+    /// it with `knowledge_ids`, or `nmem knowledge show k<id>`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub knowledge: Option<crate::knowledge::HitRef>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, Default)]
@@ -233,6 +246,11 @@ pub struct GetRequest {
     /// observations as observations of type `doc` whose metadata says where they came from.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub doc_ids: Vec<i64>,
+    /// Knowledge and work item ids (search results of kind `knowledge` or `work`), at most 50,
+    /// returned after the chunks as observations of type `knowledge` or `work` whose metadata is
+    /// the whole item (status, evidence, pin).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub knowledge_ids: Vec<i64>,
     /// `json` (default): the structured result; `text`: one compact line per item.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub format: Option<String>,

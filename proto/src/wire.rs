@@ -120,10 +120,13 @@ pub struct BatchRejected {
 }
 
 /// `POST /v1/pin`: pin (or unpin) an observation; pinned rows are never swept and show in the digest.
+/// With `knowledge: true`, `id` is a knowledge item's: pinned, it shows first in the digest.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PinRequest {
     pub id: i64,
     pub pinned: bool,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub knowledge: bool,
 }
 
 /// `POST /v1/ui`: what to do with the web viewer's listener (`nmem ui`).

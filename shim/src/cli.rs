@@ -76,6 +76,8 @@ pub struct SearchArgs {
     pub json: bool,
     pub explain: bool,
     pub no_docs: bool,
+    pub no_knowledge: bool,
+    pub status: Vec<String>,
 }
 
 pub fn search(a: SearchArgs) -> ExitCode {
@@ -94,6 +96,8 @@ pub fn search(a: SearchArgs) -> ExitCode {
         cwd: cwd(),
         mode: a.mode,
         include_docs: a.no_docs.then_some(false),
+        include_knowledge: a.no_knowledge.then_some(false),
+        knowledge_status: (!a.status.is_empty()).then_some(OneOrMany::Many(a.status)),
     };
     let explain = a.explain;
     finish(
@@ -103,10 +107,11 @@ pub fn search(a: SearchArgs) -> ExitCode {
     )
 }
 
-pub fn get(ids: Vec<i64>, doc_ids: Vec<i64>, json: bool) -> ExitCode {
+pub fn get(ids: Vec<i64>, doc_ids: Vec<i64>, knowledge_ids: Vec<i64>, json: bool) -> ExitCode {
     let req = GetRequest {
         ids,
         doc_ids,
+        knowledge_ids,
         format: None,
     };
     finish(

@@ -10,9 +10,10 @@
 //! An omitted `project` is the project of `nmem serve`'s folder.
 //!
 //! Where v1 leaves things open, nmem's design decides (README, "MCP profiles"): entries are
-//! observations (prompts are not entries here) and ingested document chunks, whose ids are
-//! `d<id>` (`search` lists them after the observations, `get_entries` takes them, `timeline`
-//! refuses them: a chunk has no session); `total` counts the matches up to 100 past `offset`;
+//! observations (prompts are not entries here), knowledge and work items, whose ids are `k<id>`
+//! (`search` merges them in by rank; `get_entries` takes them, the item as the metadata), and
+//! ingested document chunks, whose ids are `d<id>` (`search` lists them after the observations,
+//! `get_entries` takes them; `timeline` refuses both: neither has a session); `total` counts the matches up to 100 past `offset`;
 //! `ingest_docs` reads its `sources` like `nmem ingest` (relative paths from the server's
 //! folder; by default the folder's Markdown documentation) into the server's project; its
 //! `entry_type` is checked but not stored (a chunk's type is `doc`).
@@ -161,10 +162,10 @@ fn index_item_of_hit(h: &SearchHit) -> EntryIndexItem {
         _ => h.content_preview.lines().next().unwrap_or("").to_string(),
     };
     EntryIndexItem {
-        id: if h.kind == "doc" {
-            format!("d{}", h.id)
-        } else {
-            h.id.to_string()
+        id: match h.kind.as_str() {
+            "doc" => format!("d{}", h.id),
+            "knowledge" | "work" => format!("k{}", h.id),
+            _ => h.id.to_string(),
         },
         title: nmem_proto::text::one_line(&title, 120),
         entry_type: h.obs_type.clone().unwrap_or_else(|| h.kind.clone()),
@@ -192,30 +193,37 @@ fn index_item_of_obs(o: &Observation) -> EntryIndexItem {
     }
 }
 
-fn detail_of(o: Observation, doc: bool) -> EntryDetailItem {
+/// An entry's detail; `of` says what the id names (its kind of [`EntryId`]).
+fn detail_of(o: Observation, of: fn(i64) -> EntryId) -> EntryDetailItem {
     let metadata = match &o.metadata {
         Some(Value::Object(m)) => m.clone(),
         _ => Map::new(),
     };
+    let (doc, item) = match of(o.id) {
+        EntryId::Doc(_) => (true, false),
+        EntryId::Knowledge(_) => (false, true),
+        EntryId::Obs(_) => (false, false),
+    };
     EntryDetailItem {
-        id: if doc {
-            format!("d{}", o.id)
-        } else {
-            o.id.to_string()
+        id: match of(o.id) {
+            EntryId::Doc(n) => format!("d{n}"),
+            EntryId::Knowledge(n) => format!("k{n}"),
+            EntryId::Obs(n) => n.to_string(),
         },
         title: title_of(&o.content, o.metadata.as_ref()),
         source_ref: metadata
             .get(if doc { "locator" } else { "source_ref" })
             .and_then(Value::as_str)
             .map(str::to_string),
+        // A knowledge entry's type is its kind (decision, fact, task, …).
         entry_type: metadata
-            .get("type")
+            .get(if item { "kind" } else { "type" })
             .and_then(Value::as_str)
             .map(str::to_string)
             .unwrap_or_else(|| o.obs_type.clone()),
         body: o.content,
         project: o.project,
-        session_id: (!doc).then_some(o.session_id),
+        session_id: (!doc && !item).then_some(o.session_id),
         metadata,
         created_at: format_rfc3339_ms(o.timestamp),
     }
@@ -227,27 +235,31 @@ fn detail_of(o: Observation, doc: bool) -> EntryDetailItem {
 pub enum EntryId {
     Obs(i64),
     Doc(i64),
+    Knowledge(i64),
 }
 
 fn entry_ref(field: &str, v: &Value) -> Result<EntryId, Box<CallToolResult>> {
     let parsed = match v {
         Value::String(s) => {
             let s = s.trim();
-            match s.strip_prefix('d') {
-                Some(d) => d.parse::<i64>().ok().map(EntryId::Doc),
-                None => s.parse::<i64>().ok().map(EntryId::Obs),
+            if let Some(d) = s.strip_prefix('d') {
+                d.parse::<i64>().ok().map(EntryId::Doc)
+            } else if let Some(k) = s.strip_prefix('k') {
+                k.parse::<i64>().ok().map(EntryId::Knowledge)
+            } else {
+                s.parse::<i64>().ok().map(EntryId::Obs)
             }
         }
         Value::Number(n) => n.as_i64().map(EntryId::Obs),
         _ => None,
     };
     parsed
-        .filter(|e| matches!(e, EntryId::Obs(n) | EntryId::Doc(n) if *n > 0))
+        .filter(|e| matches!(e, EntryId::Obs(n) | EntryId::Doc(n) | EntryId::Knowledge(n) if *n > 0))
         .ok_or_else(|| {
             Box::new(error(
                 Code::InvalidArgument,
                 format!(
-                    "{field}: {v} is not an entry id (digits, or d and digits for a document, as `search` returns)"
+                    "{field}: {v} is not an entry id (digits, d and digits for a document, k and digits for a knowledge or work item, as `search` returns)"
                 ),
                 json!({"field": field}),
             ))
@@ -261,6 +273,11 @@ fn entry_id(field: &str, v: &Value) -> Result<i64, Box<CallToolResult>> {
         EntryId::Doc(_) => Err(Box::new(error(
             Code::InvalidArgument,
             format!("{field}: {v} is a document entry, which has no session timeline: read it with get_entries"),
+            json!({"field": field}),
+        ))),
+        EntryId::Knowledge(_) => Err(Box::new(error(
+            Code::InvalidArgument,
+            format!("{field}: {v} is a knowledge entry, which has no session timeline: read it with get_entries"),
             json!({"field": field}),
         ))),
     }
@@ -452,7 +469,12 @@ impl CodexMem {
                     let items: Vec<EntryIndexItem> = r
                         .items
                         .iter()
-                        .filter(|h| h.kind == "observation" || h.kind == "doc")
+                        .filter(|h| {
+                            matches!(
+                                h.kind.as_str(),
+                                "observation" | "doc" | "knowledge" | "work"
+                            )
+                        })
                         .take(limit as usize)
                         .map(index_item_of_hit)
                         .collect();
@@ -550,25 +572,36 @@ impl CodexMem {
                 _ => None,
             })
             .collect();
-        for (chunk, doc) in obs
+        let items: Vec<i64> = ids
+            .iter()
+            .filter_map(|e| match e {
+                EntryId::Knowledge(n) => Some(*n),
+                _ => None,
+            })
+            .collect();
+        let batches = obs
             .chunks(50)
-            .map(|c| (c, false))
-            .chain(docs.chunks(50).map(|c| (c, true)))
-        {
-            let req = GetRequest {
-                ids: if doc { vec![] } else { chunk.to_vec() },
-                doc_ids: if doc { chunk.to_vec() } else { vec![] },
-                ..GetRequest::default()
-            };
+            .map(|c| (c, EntryId::Obs as fn(i64) -> EntryId))
+            .chain(
+                docs.chunks(50)
+                    .map(|c| (c, EntryId::Doc as fn(i64) -> EntryId)),
+            )
+            .chain(
+                items
+                    .chunks(50)
+                    .map(|c| (c, EntryId::Knowledge as fn(i64) -> EntryId)),
+            );
+        for (chunk, of) in batches {
+            let mut req = GetRequest::default();
+            match of(0) {
+                EntryId::Obs(_) => req.ids = chunk.to_vec(),
+                EntryId::Doc(_) => req.doc_ids = chunk.to_vec(),
+                EntryId::Knowledge(_) => req.knowledge_ids = chunk.to_vec(),
+            }
             match daemon::<_, Vec<Observation>>(wire::PATH_OBSERVATIONS, req).await {
                 Ok(got) => {
                     for o in got {
-                        let key = if doc {
-                            EntryId::Doc(o.id)
-                        } else {
-                            EntryId::Obs(o.id)
-                        };
-                        found.insert(key, detail_of(o, doc));
+                        found.insert(of(o.id), detail_of(o, of));
                     }
                 }
                 Err(e) => return Ok(*e),
@@ -838,7 +871,7 @@ mod tests {
             ),
             ..Observation::default()
         };
-        let d = detail_of(o, false);
+        let d = detail_of(o, EntryId::Obs);
         assert_eq!(
             (d.id.as_str(), d.title.as_str(), d.entry_type.as_str()),
             ("7", "Retry policy", "decision")

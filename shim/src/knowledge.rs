@@ -88,13 +88,17 @@ pub fn add(a: AddArgs) -> ExitCode {
             .evidence
             .into_iter()
             .map(|e| {
-                // `obs:12`, `12`, or `obs:12#<sha256 prefix>`.
+                // `obs:12`, `12`, or `obs:12#<sha256 prefix>`; a document chunk `d7` or
+                // `doc:7` (a `doc` search result's id), `d7#<sha256 prefix>`.
                 let (id, hash) = match e.split_once('#') {
                     Some((id, h)) => (id.to_string(), Some(h.to_string())),
                     None => (e, None),
                 };
-                let source_id = if id.chars().all(|c| c.is_ascii_digit()) {
+                let digits = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_digit());
+                let source_id = if digits(&id) {
                     format!("obs:{id}")
+                } else if id.strip_prefix('d').is_some_and(digits) {
+                    format!("doc:{}", &id[1..])
                 } else {
                     id
                 };
@@ -155,6 +159,31 @@ pub fn change(
         |r| Text {
             notes: Vec::new(),
             body: r.items.iter().map(row).collect(),
+        },
+    )
+}
+
+/// `nmem knowledge pin|unpin`: a pinned item comes first in its project's digest while current.
+pub fn pin(id: i64, pinned: bool, json: bool) -> ExitCode {
+    let req = wire::PinRequest {
+        id,
+        pinned,
+        knowledge: true,
+    };
+    finish(
+        post::<_, wire::PinRequest>(wire::PATH_PIN, &req),
+        json,
+        |r| Text {
+            notes: Vec::new(),
+            body: format!(
+                "k{} {}\n",
+                r.id,
+                if r.pinned {
+                    "pinned: shown first in its project's digest while current"
+                } else {
+                    "unpinned"
+                }
+            ),
         },
     )
 }
@@ -239,10 +268,12 @@ pub fn show(ids: Vec<i64>, json: bool) -> ExitCode {
 fn row(i: &Item) -> String {
     let mut flags = String::new();
     if i.possibly_stale {
-        flags.push_str(&format!(
-            "  [possibly stale: #{}]",
-            i.stale_obs_id.unwrap_or_default()
-        ));
+        // An edit (observation #n) or a cited document chunk that changed (dn).
+        flags.push_str(&match (i.stale_obs_id, i.stale_doc_id) {
+            (Some(o), _) => format!("  [possibly stale: #{o}]"),
+            (None, Some(d)) => format!("  [possibly stale: d{d} changed]"),
+            _ => "  [possibly stale]".to_string(),
+        });
     }
     if let Some(n) = i.superseded_by {
         flags.push_str(&format!("  [superseded by k{n}]"));
@@ -301,7 +332,8 @@ fn full(i: &Item, audit: &[AuditEntry]) -> String {
             },
             a.other_id
                 .map(|o| match a.action.as_str() {
-                    // A note's memory row, or the edit that made the item possibly stale.
+                    // A note's memory row, or the edit that made the item possibly stale (a
+                    // changed document chunk has none: the reason names it).
                     "created" | "stale" => format!(" (observation #{o})"),
                     _ => format!(" (k{o})"),
                 })

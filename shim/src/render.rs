@@ -59,6 +59,9 @@ struct Item<'a> {
     text: std::borrow::Cow<'a, str>,
     /// A document chunk (a `doc` search result): its id is a chunk id, `get --doc`.
     doc: bool,
+    /// A knowledge or work item (a `knowledge` or `work` search result): its id is an item id,
+    /// `get --knowledge`, `nmem knowledge show k<id>`.
+    item: bool,
 }
 
 impl<'a> Item<'a> {
@@ -78,9 +81,25 @@ impl<'a> Item<'a> {
                     d.locator, d.line_start, d.line_end, h.content_preview
                 )
                 .into(),
-                None => h.content_preview.as_str().into(),
+                None => match &h.knowledge {
+                    // An item says its standing first: what is stale or contested is read so.
+                    Some(k) => format!(
+                        "[{}{}{}] {}",
+                        k.status,
+                        if k.possibly_stale {
+                            ", possibly stale"
+                        } else {
+                            ""
+                        },
+                        if k.is_pinned { ", pinned" } else { "" },
+                        h.content_preview
+                    )
+                    .into(),
+                    None => h.content_preview.as_str().into(),
+                },
             },
             doc: h.kind == "doc",
+            item: h.knowledge.is_some(),
         }
     }
 
@@ -94,6 +113,7 @@ impl<'a> Item<'a> {
             project: &o.project,
             text: o.content.as_str().into(),
             doc: o.obs_type == "doc" && o.source_event == "ingest",
+            item: o.source_event == "knowledge",
         }
     }
 
@@ -102,6 +122,8 @@ impl<'a> Item<'a> {
         match (self.prompt, to) {
             (false, For::Terminal) if self.doc => format!("d{}", self.id),
             (false, For::Model) if self.doc => format!("doc {}", self.id),
+            (false, For::Terminal) if self.item => format!("k{}", self.id),
+            (false, For::Model) if self.item => format!("knowledge {}", self.id),
             (false, _) => format!("#{}", self.id),
             (true, For::Terminal) => format!("p{}", self.id),
             (true, For::Model) => format!("prompt {}", self.id),

@@ -535,43 +535,6 @@ const WORK_TERMS: &[&str] = &[
     "bug",
 ];
 
-/// How well an item matches `terms` (title words count double, the whole phrase more): 0 for
-/// no match.
-fn knowledge_score(i: &Item, phrase: &str, terms: &[String]) -> f64 {
-    let title = i.title.to_lowercase();
-    let rest = format!(
-        "{} {} {} {}",
-        i.summary,
-        i.reason,
-        i.kind,
-        i.payload
-            .as_ref()
-            .map(|p| p.to_string())
-            .unwrap_or_default()
-    )
-    .to_lowercase();
-    let mut s = 0.0;
-    for t in terms {
-        if title.contains(t.as_str()) {
-            s += 2.0;
-        } else if rest.contains(t.as_str()) {
-            s += 1.0;
-        }
-    }
-    let phrase = phrase.trim().to_lowercase();
-    if !phrase.is_empty() && title.contains(&phrase) {
-        s += 3.0;
-    }
-    // What is current comes before what was replaced or doubted.
-    let standing = match i.status {
-        Status::Active | Status::Open => 1.0,
-        Status::Candidate => 0.9,
-        Status::Contested => 0.7,
-        _ => 0.5,
-    };
-    standing * s / (2.0 * terms.len().max(1) as f64 + 3.0)
-}
-
 /// Query filters (`options.filters`), memory-substrate's names.
 #[derive(Debug, Default, Clone)]
 struct Filters {
@@ -861,60 +824,124 @@ impl Substrate {
 
     // ---- memory_query ----
 
+    /// `search` (and `context`'s matches): one daemon search over observations, knowledge and
+    /// work items and documents, ranked there (knowledge merged with the observations by score,
+    /// documents after), filtered here by what the daemon's request cannot say (source ids, an
+    /// object type of two classes).
     async fn search_all(
         &self,
         query: &str,
         filters: &Filters,
         limit: i64,
     ) -> Res<(Vec<Value>, Value)> {
-        let phrase = query;
-        let mut ts = terms(query);
+        let ts = terms(query);
         let mut inferred = Vec::new();
-        if ts.iter().any(|t| WORK_TERMS.contains(&t.as_str())) {
-            inferred.push("object_type:work_item");
-            for t in ["task", "todo", "work_item"] {
-                if !ts.iter().any(|x| x == t) {
-                    ts.push(t.into());
-                }
-            }
-        }
-        let mut out: Vec<(f64, Value)> = Vec::new();
-        if filters.wants("knowledge") || filters.wants("work_item") {
-            let list = self.items(None, false).await?;
-            for i in list.items.iter().filter(|i| filters.keeps_item(i)) {
-                let s = knowledge_score(i, phrase, &ts);
-                if s > 0.0 {
-                    let mut v = item_json(i);
-                    v["rank_score"] = json!(s);
-                    v["retrieval_sources"] = json!(["lexical"]);
-                    out.push((s, v));
-                }
-            }
-            out.sort_by(|a, b| b.0.total_cmp(&a.0));
-        }
-        let mut items: Vec<Value> = out.into_iter().map(|(_, v)| v).collect();
+        let wants_items = filters.wants("knowledge") || filters.wants("work_item");
         let wants_obs = filters.wants("observation");
         let wants_docs = filters.wants("source");
+        let mut items: Vec<Value> = Vec::new();
         let mut semantic = Value::Null;
-        if (wants_obs || wants_docs) && !query.trim().is_empty() {
-            let req = SearchRequest {
-                query: query.to_string(),
-                cwd: self.cwd.clone(),
-                limit: Some(limit.min(100)),
-                include_prompts: Some(false),
-                include_docs: Some(wants_docs),
-                obs_type: match (wants_obs, filters.kinds.is_empty()) {
-                    (false, _) => Some(nmem_proto::query::OneOrMany::One("doc".into())),
-                    (true, false) => {
-                        Some(nmem_proto::query::OneOrMany::Many(filters.kinds.clone()))
+        if !query.trim().is_empty() {
+            let obs_type = if !filters.kinds.is_empty() {
+                Some(filters.kinds.clone())
+            } else if wants_obs {
+                None
+            } else {
+                let mut t = Vec::new();
+                for (class, name) in [("knowledge", "knowledge"), ("work_item", "work")] {
+                    if filters.wants(class) {
+                        t.push(name.to_string());
                     }
-                    _ => None,
-                },
-                ..SearchRequest::default()
+                }
+                if wants_docs {
+                    t.push("doc".into());
+                }
+                Some(t)
             };
-            let r: SearchReply = daemon(wire::PATH_SEARCH, req).await?;
-            semantic = json!(r.mode);
-            for (rank, h) in r.items.iter().enumerate() {
+            let mut asks = vec![(query.to_string(), obs_type)];
+            // "todo", "task", "bug" in a query mean work items: they are searched for the
+            // other words too, or, when the query has no other word, listed (open ones, newest
+            // first), ahead of what the words find.
+            if filters.wants("work_item") && ts.iter().any(|t| WORK_TERMS.contains(&t.as_str())) {
+                inferred.push("object_type:work_item");
+                let rest: Vec<&str> = ts
+                    .iter()
+                    .filter(|t| !WORK_TERMS.contains(&t.as_str()))
+                    .map(String::as_str)
+                    .collect();
+                if rest.is_empty() {
+                    for i in self.items(Some(Class::WorkItem), false).await?.items {
+                        let open = filters.statuses.is_empty() && i.status == Status::Open;
+                        if (open || !filters.statuses.is_empty()) && filters.keeps_item(&i) {
+                            let mut v = item_json(&i);
+                            v["retrieval_sources"] = json!(["listed"]);
+                            items.push(v);
+                        }
+                    }
+                } else {
+                    asks.insert(0, (rest.join(" "), Some(vec!["work".to_string()])));
+                }
+            }
+            let mut seen = std::collections::HashSet::new();
+            let mut hits: Vec<SearchHit> = Vec::new();
+            for (q, types) in asks {
+                let req = SearchRequest {
+                    query: q,
+                    cwd: self.cwd.clone(),
+                    limit: Some(limit.min(100)),
+                    include_prompts: Some(false),
+                    include_docs: Some(wants_docs),
+                    include_knowledge: Some(wants_items),
+                    knowledge_status: (!filters.statuses.is_empty())
+                        .then(|| nmem_proto::query::OneOrMany::Many(filters.statuses.clone())),
+                    obs_type: types.map(nmem_proto::query::OneOrMany::Many),
+                    ..SearchRequest::default()
+                };
+                let r: SearchReply = daemon(wire::PATH_SEARCH, req).await?;
+                semantic = json!(r.mode);
+                for h in r.items {
+                    if seen.insert((h.kind.clone(), h.id)) {
+                        hits.push(h);
+                    }
+                }
+            }
+            // Knowledge hits are shown whole: their items, read in one call.
+            let ids: Vec<i64> = hits
+                .iter()
+                .filter(|h| h.knowledge.is_some())
+                .map(|h| h.id)
+                .collect();
+            let known: std::collections::HashMap<i64, Item> = if ids.is_empty() {
+                Default::default()
+            } else {
+                let r: ListReply = daemon(
+                    wire::PATH_KNOWLEDGE_LIST,
+                    ListRequest {
+                        ids,
+                        ..ListRequest::default()
+                    },
+                )
+                .await?;
+                r.items.into_iter().map(|i| (i.id, i)).collect()
+            };
+            for (rank, h) in hits.iter().enumerate() {
+                if h.knowledge.is_some() {
+                    let Some(i) = known.get(&h.id).filter(|i| filters.keeps_item(i)) else {
+                        continue;
+                    };
+                    if items.iter().any(|v| v["object_id"] == json!(object_id(i))) {
+                        continue;
+                    }
+                    let mut v = item_json(i);
+                    v["rank_score"] = json!(h.score);
+                    v["retrieval_sources"] = json!(h.retrieval_sources);
+                    v["retrieval_ranks"] = json!({"nmem": rank + 1});
+                    items.push(v);
+                    continue;
+                }
+                if (h.doc.is_some() && !wants_docs) || (h.doc.is_none() && !wants_obs) {
+                    continue;
+                }
                 if !filters.source_ids.is_empty() {
                     let src = h.doc.as_ref().map(|d| format!("src:{}", d.source_id));
                     if !src.is_some_and(|s| filters.source_ids.contains(&s)) {

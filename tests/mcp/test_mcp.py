@@ -197,6 +197,25 @@ async def with_daemon(home):
                 check("unknown tool raises", True)
 
 
+async def knowledge_in_nmem_face(home):
+    """The default face: knowledge hits in `search`, read by `get_observations` with knowledge_ids."""
+    kid = add_knowledge(home, "Refund webhooks answer within two seconds", "Stripe retries after that", kind="fact")
+    async with stdio_client(home.server()) as (read, write):
+        async with ClientSession(read, write) as s:
+            await s.initialize()
+            hits = items(await s.call_tool("search", {"query": "refund webhooks seconds"}))
+            hit = next((h for h in hits if h["kind"] == "knowledge"), None)
+            check("search finds a knowledge item with its standing", hit and hit["id"] == kid and hit["knowledge"]["status"] == "active"
+                  and hit["obs_type"] == "fact", hits)
+            r = await s.call_tool("get_observations", {"knowledge_ids": [kid]})
+            got = payload(r)
+            check("get_observations takes knowledge_ids", not is_error(r) and got[0]["obs_type"] == "knowledge" and got[0]["metadata"]["id"] == kid, got)
+            r = await s.call_tool("search", {"query": "refund webhooks seconds", "format": "text"})
+            check("the text format labels it", f"knowledge {kid}" in text(r), text(r))
+            r = await s.call_tool("search", {"query": "refund", "knowledge_status": "forgotten"})
+            check("a bad knowledge_status is an error naming it", is_error(r) and "knowledge_status" in text(r), text(r))
+
+
 async def with_roots(home):
     root = home.dir / "roots-app"
     root.mkdir()
@@ -310,6 +329,25 @@ async def codex_mem(home, daemon_up=True):
             check("codex-mem: get_entries takes d<id>, in order", [g["id"] for g in got] == [did, saved["id"]] and "marmalade" in got[0]["body"]
                   and got[0]["source_ref"].endswith("DECISIONS.md") and got[0]["session_id"] is None, got)
             check("codex-mem: timeline of a document entry is INVALID_ARGUMENT", v1_error(await s.call_tool("timeline", {"anchor_id": did})) == "INVALID_ARGUMENT")
+
+            # Knowledge and work items are entries k<id>: found by search, read by get_entries.
+            kid = add_knowledge(home, "Invoices are archived in kumquat storage", "Seven years, then deleted")
+            page = payload(await s.call_tool("search", {"query": "kumquat storage"}))
+            k = next((i for i in page["items"] if i["id"] == f"k{kid}"), None)
+            check("codex-mem: search finds a knowledge entry as k<id>", k and k["entry_type"] == "decision" and k["project"] == "acme-api"
+                  and "kumquat" in k["snippet"], page)
+            got = payload(await s.call_tool("get_entries", {"ids": [f"k{kid}", saved["id"]]}))["items"]
+            check("codex-mem: get_entries takes k<id>", [g["id"] for g in got] == [f"k{kid}", saved["id"]] and "kumquat" in got[0]["body"]
+                  and got[0]["entry_type"] == "decision" and got[0]["metadata"]["status"] == "active" and got[0]["session_id"] is None, got)
+            check("codex-mem: timeline of a knowledge entry is INVALID_ARGUMENT", v1_error(await s.call_tool("timeline", {"anchor_id": f"k{kid}"})) == "INVALID_ARGUMENT")
+
+
+def add_knowledge(home, title, summary, kind="decision"):
+    """A knowledge item written with the real `nmem knowledge add`; its id."""
+    r = subprocess.run([BIN / "nmem", "knowledge", "add", "--kind", kind, "--title", title, "--summary", summary,
+                        "--reason", "the auditors asked", "--json"], env=home.env, cwd=home.project, capture_output=True)
+    assert r.returncode == 0, r
+    return json.loads(r.stdout)["item"]["id"]
 
 
 def pdf(text):
@@ -462,6 +500,21 @@ async def substrate(home, daemon_up=True):
             doc_id = hit["object_id"] if hit else "doc:1"
             out = payload(await call("memory_query", "page", {"id": doc_id}))
             check("substrate: page of a chunk", "damson" in out["object"]["excerpt"], out)
+            # Knowledge citing a chunk by source and segment; a changed chunk flags it.
+            loc = hit["locator"] if hit else {"source_id": "src:1", "segment_id": "1"}
+            cite = {"kind": "fact", "title": "Refund retries use damson jitter", "summary": "From the retries document.",
+                    "reason": "The document says so.", "memory_source": "user_declared", "scope_refs": ["scope:project"],
+                    "evidence_refs": [{"source_id": loc["source_id"], "segment_id": loc["segment_id"]}]}
+            r = await call("memory_remember", "knowledge", {**cite, "title": "Refund jitter kind", "evidence_refs": [{**cite["evidence_refs"][0], "hash": "0000000000"}]})
+            check("substrate: evidence with a chunk hash that does not match is a ValueError", sub_error(r) == "ValueError" and "does not match" in text(r), text(r))
+            kd = payload(await call("memory_remember", "knowledge", cite))
+            ev = payload(await call("memory_query", "page", {"id": kd.get("object_id", "know:1")}))["object"]["evidence_refs"]
+            check("substrate: knowledge cites a chunk by source and segment", kd.get("status") == "active" and ev
+                  and ev[0]["segment_id"] == loc["segment_id"] and ev[0]["source_id"] == loc["source_id"], (kd, ev))
+            (repo / "docs" / "retries.md").write_text("# Retries\n\nRefund retries back off with medlar jitter.\n")
+            await call("memory_ingest", "repo", {"path": str(repo), "exclude_patterns": [".codex", "*.py"]})
+            out = payload(await call("memory_query", "page", {"id": kd.get("object_id", "know:1")}))
+            check("substrate: a re-ingest that changes the cited chunk flags the item possibly stale", out["object"]["possibly_stale"] is True, out)
 
             # memory_remember: governance.
             obs = payload(await s.call_tool("memory_query", {"args": {"mode": "search", "input_data": {"query": "invoices"},
@@ -515,6 +568,10 @@ async def substrate(home, daemon_up=True):
             # memory_query over knowledge.
             out = payload(await call("memory_query", "search", {"query": "Kuzu graph"}))
             check("substrate: search finds knowledge first", out["items"] and out["items"][0]["object_id"] == k1["object_id"], out["items"][:2])
+            check("substrate: … ranked by the daemon's search", out["items"] and out["items"][0]["retrieval_sources"][0]["tier"] == "all_words"
+                  and out["items"][0]["retrieval_ranks"]["nmem"] >= 1, out["items"][:1])
+            out = payload(await call("memory_query", "search", {"query": "Kuzu graph"}, {"filters": {"status": "superseded"}}))
+            check("substrate: a superseded item is found when its status is asked", [i["object_id"] for i in out["items"] if i["object_type"] == "knowledge"] == [k4["object_id"]], out["items"])
             out = payload(await call("memory_query", "search", {"query": "todo"}, {"filters": {"object_type": "work_item"}}))
             check("substrate: todo expands to work items", "object_type:work_item" in out["inferred_filters"]
                   and w["object_id"] in [i["object_id"] for i in out["items"]], out)
@@ -589,6 +646,7 @@ def main():
         subprocess.run([BIN / "nmem", "record"], input=json.dumps(other).encode(), env=home.env, check=True)
         asyncio.run(with_daemon(home))
         asyncio.run(with_roots(home))
+        asyncio.run(knowledge_in_nmem_face(home))
         asyncio.run(codex_mem(home))
         asyncio.run(substrate(home))
         home.stop()

@@ -437,3 +437,346 @@ fn a_note_is_not_swept_by_age_unless_memory_retention_is_configured() {
         0
     );
 }
+
+/// The kinds and ids of a search's results, in order.
+fn kinds_ids(v: &Value) -> Vec<(String, i64)> {
+    v["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| {
+            (
+                h["kind"].as_str().unwrap().to_string(),
+                h["id"].as_i64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn search_finds_knowledge_and_work_merged_by_rank_and_replaced_items_only_when_asked() {
+    let f = setup("k-search");
+    let add = |title: &str, summary: &str| -> i64 {
+        f.json(&[
+            "knowledge",
+            "add",
+            "--kind",
+            "decision",
+            "--title",
+            title,
+            "--summary",
+            summary,
+            "--reason",
+            "agreed with the billing team",
+        ])["item"]["id"]
+            .as_i64()
+            .unwrap()
+    };
+    let old = add(
+        "Invoice numbers restart per tenant",
+        "Each tenant's invoices are numbered from 1 in its own sequence",
+    );
+    let bug = f.json(&[
+        "work",
+        "add",
+        "Quarterly ledger export drops the last page",
+        "--kind",
+        "bug",
+        "--reason",
+        "seen twice",
+    ])["item"]["id"]
+        .as_i64()
+        .unwrap();
+    // Found by its words, with its standing, and first: a curated item matching every word
+    // ranks as the best observation matching every word would.
+    let r = f.json(&["search", "invoice", "tenant", "sequence"]);
+    assert_eq!(
+        kinds_ids(&r).first(),
+        Some(&("knowledge".to_string(), old)),
+        "{r}"
+    );
+    let hit = &r["items"][0];
+    assert_eq!(hit["knowledge"]["status"], "active");
+    assert_eq!(hit["obs_type"], "decision");
+    assert_eq!(hit["retrieval_sources"][0]["tier"], "all_words");
+    assert!(
+        kinds_ids(&f.json(&["search", "ledger", "export"])).contains(&("work".to_string(), bug))
+    );
+    // The observations are still there, after it: the fixture's read of invoices.ts.
+    let r = f.json(&["search", "invoices"]);
+    let k = kinds_ids(&r);
+    assert!(k.iter().any(|(kind, _)| kind == "observation"), "{r}");
+    assert!(k.contains(&("knowledge".to_string(), old)), "{r}");
+    // Its id is passed on: `get --knowledge` gives the whole item.
+    let got = f.json(&["get", "--knowledge", &format!("k{old}")]);
+    assert_eq!(got[0]["obs_type"], "knowledge");
+    assert_eq!(got[0]["metadata"]["id"], old);
+    assert!(got[0]["content"]
+        .as_str()
+        .unwrap()
+        .starts_with("Invoice numbers restart per tenant\n\n"));
+    // The terminal says what it is.
+    let out = f.nmem(&["search", "invoice", "tenant"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(&format!("k{old}")) && text.contains("[active]"),
+        "{text}"
+    );
+    // Superseded, it leaves the results unless its status is asked for.
+    let new = add(
+        "Invoice numbers are global",
+        "One sequence for every tenant since the ledger migration",
+    );
+    let out = f.nmem(&[
+        "knowledge",
+        "supersede",
+        &old.to_string(),
+        &new.to_string(),
+        "--reason",
+        "the ledger migration merged the sequences",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let ids = kinds_ids(&f.json(&["search", "invoice", "numbers", "tenant"]));
+    assert!(!ids.contains(&("knowledge".to_string(), old)), "{ids:?}");
+    assert!(ids.contains(&("knowledge".to_string(), new)), "{ids:?}");
+    // (The status applies to items only: the observations are still searched.)
+    let ids: Vec<(String, i64)> =
+        kinds_ids(&f.json(&["search", "invoice", "numbers", "--status", "superseded"]))
+            .into_iter()
+            .filter(|(k, _)| k == "knowledge")
+            .collect();
+    assert_eq!(ids, [("knowledge".to_string(), old)]);
+    // Left out on request; alone on request; a bad status is refused.
+    assert!(
+        !kinds_ids(&f.json(&["search", "invoice", "--no-knowledge"]))
+            .iter()
+            .any(|(k, _)| k == "knowledge" || k == "work")
+    );
+    let only = kinds_ids(&f.json(&["search", "invoice", "ledger", "--type", "knowledge"]));
+    assert!(
+        !only.is_empty() && only.iter().all(|(k, _)| k == "knowledge"),
+        "{only:?}"
+    );
+    let out = f.nmem(&["search", "invoice", "--status", "forgotten"]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("not a status"), "{}", stderr(&out));
+    // A saved memory is found once, as itself (its note is not repeated), and as a note when
+    // knowledge alone is asked.
+    let saved = f.json(&["save", "Payouts settle on the third business day"]);
+    let r = f.json(&["search", "payouts", "settle"]);
+    assert_eq!(
+        kinds_ids(&r),
+        [("observation".to_string(), saved["id"].as_i64().unwrap())],
+        "{r}"
+    );
+    let r = f.json(&["search", "payouts", "settle", "--type", "note"]);
+    assert_eq!(r["items"][0]["kind"], "knowledge", "{r}");
+    // A purge takes them from the index too.
+    let out = f
+        .home
+        .cmd("nmemctl")
+        .args(["purge", "--project", "acme-api", "--yes", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        f.count("SELECT COUNT(*) FROM knowledge_fts WHERE knowledge_fts MATCH 'invoice'"),
+        0
+    );
+}
+
+#[test]
+fn a_cited_document_chunk_is_checked_on_write_and_flags_the_item_when_it_changes() {
+    let f = setup("k-doc");
+    let doc = f.project_dir.join("RETRIES.md");
+    let write = |a: &str, b: &str| {
+        std::fs::write(
+            &doc,
+            format!("# Retries\n\n## Refunds\n\n{a}\n\n## Payouts\n\n{b}\n"),
+        )
+        .unwrap()
+    };
+    write(
+        "Refund retries back off with quince jitter, five times at most.",
+        "Payout retries stop after one day.",
+    );
+    let ingest = |f: &Fixture| {
+        let out = f.nmem(&["ingest", doc.to_str().unwrap(), "--json"]);
+        assert!(out.status.success(), "{}", stderr(&out));
+    };
+    ingest(&f);
+    let hit = &f.json(&["search", "quince", "jitter", "--type", "doc"])["items"][0];
+    let (chunk, source) = (
+        hit["id"].as_i64().unwrap(),
+        hit["doc"]["source_id"].as_i64().unwrap(),
+    );
+    let hash: String = f
+        .home
+        .db()
+        .query_row("SELECT hash FROM doc_chunks WHERE id = ?1", [chunk], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    let add = |evidence: &str| {
+        f.nmem(&[
+            "knowledge",
+            "add",
+            "--kind",
+            "fact",
+            "--title",
+            "Refund retries use quince jitter",
+            "--reason",
+            "the retry document says so",
+            "--evidence",
+            evidence,
+            "--json",
+        ])
+    };
+    // A wrong hash, or a chunk that does not exist, is refused and writes nothing.
+    for (bad, says) in [
+        (format!("d{chunk}#deadbeef00"), "does not match"),
+        ("d999999".to_string(), "no chunk 999999"),
+    ] {
+        let out = add(&bad);
+        assert!(!out.status.success(), "{bad}");
+        assert!(stderr(&out).contains(says), "{bad}: {}", stderr(&out));
+    }
+    assert_eq!(f.count("SELECT COUNT(*) FROM knowledge"), 0);
+    let out = add(&format!("d{chunk}#{}", &hash[..12]));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let item: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let id = item["item"]["id"].as_i64().unwrap();
+    let ev = &item["item"]["evidence"][0];
+    assert_eq!(ev["source_id"], format!("src:{source}"));
+    assert_eq!(ev["segment_id"], chunk.to_string());
+    assert_eq!(ev["hash"], hash.as_str());
+    assert_eq!(ev["file_path"], doc.to_str().unwrap());
+    // Another section changes: this chunk keeps its text and id, the item stays current.
+    write(
+        "Refund retries back off with quince jitter, five times at most.",
+        "Payout retries stop after two days.",
+    );
+    ingest(&f);
+    assert_eq!(
+        f.json(&["knowledge", "list", "--stale"])["items"],
+        Value::Array(vec![])
+    );
+    // The cited section changes: the re-ingest replaces the chunk and flags the item, in the
+    // same transaction, with the chunk that changed.
+    write(
+        "Refund retries back off with damson jitter, three times at most.",
+        "Payout retries stop after two days.",
+    );
+    ingest(&f);
+    let stale = f.json(&["knowledge", "list", "--stale"]);
+    assert_eq!(stale["items"][0]["id"], id, "{stale}");
+    assert_eq!(stale["items"][0]["stale_doc_id"], chunk);
+    assert_eq!(
+        f.count(&format!(
+            "SELECT COUNT(*) FROM knowledge_audit WHERE knowledge_id = {id} AND action = 'stale' AND reason LIKE '%d{chunk}%'"
+        )),
+        1
+    );
+    let shown = f.nmem(&["knowledge", "list", "--stale"]);
+    assert!(
+        String::from_utf8_lossy(&shown.stdout).contains(&format!("d{chunk} changed")),
+        "{}",
+        String::from_utf8_lossy(&shown.stdout)
+    );
+    // Reviewed: promote clears the flag.
+    let out = f.nmem(&[
+        "knowledge",
+        "promote",
+        &format!("k{id}"),
+        "--reason",
+        "still true: the jitter kind does not matter here",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let item = &f.json(&["knowledge", "show", &format!("k{id}")])["items"][0];
+    assert_eq!(item["possibly_stale"], false, "{item}");
+    assert!(item.get("stale_doc_id").is_none(), "{item}");
+}
+
+#[test]
+fn pinned_knowledge_comes_first_in_the_digest_until_unpinned() {
+    let f = setup("k-pin");
+    let id = f.json(&[
+        "knowledge",
+        "add",
+        "--kind",
+        "decision",
+        "--title",
+        "Money is stored in integer cents",
+        "--reason",
+        "floating point lost a cent in March",
+    ])["item"]["id"]
+        .as_i64()
+        .unwrap();
+    assert!(!f.digest().contains("## Pinned"));
+    let out = f
+        .home
+        .cmd("nmemctl")
+        .args(["pin", &format!("k{id}")])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains(&format!("k{id} pinned")));
+    let digest = f.digest();
+    assert!(
+        digest.contains(&format!(
+            "## Pinned\n- decision k{id}: Money is stored in integer cents"
+        )),
+        "{digest}"
+    );
+    let shown = &f.json(&["knowledge", "show", &format!("k{id}")]);
+    assert_eq!(shown["items"][0]["is_pinned"], true);
+    let hit = &f.json(&["search", "integer", "cents"])["items"][0];
+    assert_eq!(
+        (hit["id"].as_i64(), &hit["knowledge"]["is_pinned"]),
+        (Some(id), &Value::Bool(true))
+    );
+    // A pinned observation follows the pinned knowledge.
+    let obs: i64 = f
+        .home
+        .db()
+        .query_row(
+            "SELECT id FROM observations WHERE obs_type = 'file_read' LIMIT 1",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    let out = f
+        .home
+        .cmd("nmemctl")
+        .args(["pin", &obs.to_string()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let digest = f.digest();
+    let (k, o) = (
+        digest.find(&format!("k{id}:")).unwrap(),
+        digest.find(&format!("- #{obs} ")).unwrap(),
+    );
+    assert!(k < o, "{digest}");
+    // Unpinned (and the trail says so); a missing item is an error that names it.
+    let out = f.nmem(&["knowledge", "unpin", &format!("k{id}")]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(!f.digest().contains(&format!("k{id}:")));
+    assert_eq!(
+        f.count(&format!(
+            "SELECT COUNT(*) FROM knowledge_audit WHERE knowledge_id = {id} AND action IN ('pinned', 'unpinned')"
+        )),
+        2
+    );
+    let out = f
+        .home
+        .cmd("nmemctl")
+        .args(["pin", "k999999"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("k999999"), "{}", stderr(&out));
+    let out = f.home.cmd("nmemctl").args(["pin", "kx"]).output().unwrap();
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("not an id"), "{}", stderr(&out));
+}

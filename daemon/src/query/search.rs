@@ -75,6 +75,12 @@ pub async fn search(app: &App, req: SearchRequest) -> Result<SearchReply, QueryE
     check_list("obs_type", &types, MAX_TYPES, MAX_NAME)?;
     check_list("files", &files, MAX_FILES, MAX_PATH)?;
     let lex = fts_query::plan(&text);
+    let know = crate::knowledge::SearchScope::new(
+        &types,
+        !files.is_empty(),
+        req.include_knowledge,
+        req.knowledge_status,
+    )?;
     // Documents come after the agent's own rows: asked with `obs_type: "doc"` (then alone),
     // left out with `include_docs: false` or a type filter without `doc`.
     let docs_wanted =
@@ -109,7 +115,7 @@ pub async fn search(app: &App, req: SearchRequest) -> Result<SearchReply, QueryE
     if lex.strict.is_empty() && mode == SearchMode::Lexical {
         notes.push("the query has no word to search for".into());
     }
-    let plan = Plan {
+    let mut plan = Plan {
         lex: lex.clone(),
         mode,
         semantic: app.semantic.clone(),
@@ -129,6 +135,14 @@ pub async fn search(app: &App, req: SearchRequest) -> Result<SearchReply, QueryE
         offset: req.offset.unwrap_or(0).clamp(0, 10_000),
         prompts: req.include_prompts.unwrap_or(true),
     };
+    // Knowledge and work items are ranked apart ([`knowledge_hits`]) and merged into the fused
+    // list by score: the observations are taken from the top to the page's end, so every page of
+    // the merged list is exact.
+    let page = (plan.limit, plan.offset);
+    if know.wanted && !know.only {
+        plan.limit += plan.offset;
+        plan.offset = 0;
+    }
     if let Some(left) = catch_up_index(app).await? {
         notes.push(format!(
             "the search index is being rebuilt ({left} rows to go): older rows may be missing \
@@ -186,18 +200,31 @@ pub async fn search(app: &App, req: SearchRequest) -> Result<SearchReply, QueryE
         }
     }
     let docs_plan = plan.clone();
-    let mut items = if docs_only {
+    let mut items = if docs_only || know.only {
         Vec::new()
     } else {
         app.readers
             .run(move |c| Ok(plan.finish(c, lists, found, query_vec)))
             .await??
     };
+    if know.wanted {
+        let (p, only) = (docs_plan.clone(), know.only);
+        let (limit, offset) = if only { page } else { (page.0 + page.1, 0) };
+        let hits = app
+            .readers
+            .run(move |c| knowledge_hits(&p, c, &know, limit, offset))
+            .await?;
+        items = if only {
+            hits
+        } else {
+            merge_knowledge(items, hits, docs_plan.order, page)
+        };
+    }
     if docs_wanted {
         // They fill what the observations left of the first page (or, asked alone, pages).
-        let room = docs_plan.limit - items.len() as i64;
-        let offset = if docs_only { docs_plan.offset } else { 0 };
-        if room > 0 && (docs_only || docs_plan.offset == 0) {
+        let room = page.0 - items.len() as i64;
+        let offset = if docs_only { page.1 } else { 0 };
+        if room > 0 && (docs_only || page.1 == 0) {
             let p = docs_plan;
             let docs = app
                 .readers
@@ -221,6 +248,84 @@ pub async fn search(app: &App, req: SearchRequest) -> Result<SearchReply, QueryE
         },
         notes,
     })
+}
+
+/// Knowledge and work items matching the query (`knowledge::search`), each tier weighted as the
+/// observations' lexical tiers are, so a hit's score is comparable with a fused observation's.
+fn knowledge_hits(
+    p: &Plan,
+    c: &Connection,
+    scope: &crate::knowledge::SearchScope,
+    limit: i64,
+    offset: i64,
+) -> rusqlite::Result<Vec<SearchHit>> {
+    let k = p.cfg.rrf_k.max(1.0);
+    let bonus = if p.cfg.all_words_first {
+        p.cfg.weight_semantic.max(p.cfg.weight_context) / (k + 1.0)
+    } else {
+        0.0
+    };
+    let tier = |name, fts: &String, weight, bonus| crate::knowledge::Tier {
+        name,
+        fts: fts.clone(),
+        weight,
+        rrf_k: k,
+        bonus,
+    };
+    let mut tiers = vec![tier(
+        ALL_WORDS,
+        &p.lex.strict,
+        p.cfg.weight_all_words,
+        bonus,
+    )];
+    tiers.extend(p.lex.fallbacks.iter().map(|t| {
+        let w = match t.name {
+            MEANINGFUL_WORDS => p.cfg.weight_meaningful_words,
+            fts_query::MOST_WORDS => p.cfg.weight_most_words,
+            _ => p.cfg.weight_any_word,
+        };
+        tier(t.name, &t.fts, w, 0.0)
+    }));
+    // A note mirrors a saved memory, which the observations' search finds as itself.
+    let notes = scope.only;
+    crate::knowledge::search(
+        c,
+        scope,
+        &tiers,
+        p.project.as_deref(),
+        (p.from, p.to),
+        notes,
+        limit,
+        offset,
+    )
+}
+
+/// The fused observations and the knowledge hits as one list, each list's order kept (a merge
+/// by score, or by time for the date orders), then the page `(limit, offset)` of it.
+fn merge_knowledge(
+    obs: Vec<SearchHit>,
+    knowledge: Vec<SearchHit>,
+    order: OrderBy,
+    (limit, offset): (i64, i64),
+) -> Vec<SearchHit> {
+    let first = |o: &SearchHit, k: &SearchHit| match order {
+        OrderBy::DateDesc => k.timestamp > o.timestamp,
+        OrderBy::DateAsc => k.timestamp < o.timestamp,
+        OrderBy::Relevance | OrderBy::Blended => k.score > o.score,
+    };
+    let mut out = Vec::with_capacity(obs.len() + knowledge.len());
+    let mut k = knowledge.into_iter().peekable();
+    for o in obs {
+        while let Some(h) = k.next_if(|h| first(&o, h)) {
+            out.push(h);
+        }
+        out.push(o);
+    }
+    out.extend(k);
+    out.into_iter()
+        .skip(offset as usize)
+        .take(limit as usize)
+        .collect()
 }
 
 /// The FTS index signatures of one read transaction ([`bm25::signature`]).
@@ -1111,6 +1216,7 @@ fn obs_hit(r: &rusqlite::Row) -> rusqlite::Result<SearchHit> {
         score: r.get(7)?,
         retrieval_sources: Vec::new(),
         doc: None,
+        knowledge: None,
     })
 }
 
@@ -1135,6 +1241,7 @@ fn prompt_hit(r: &rusqlite::Row) -> rusqlite::Result<SearchHit> {
         score: r.get(6)?,
         retrieval_sources: Vec::new(),
         doc: None,
+        knowledge: None,
     })
 }
 
@@ -1197,6 +1304,7 @@ mod tests {
             score: 0.0,
             retrieval_sources: Vec::new(),
             doc: None,
+            knowledge: None,
         }
     }
 

@@ -5,17 +5,18 @@ use crate::app::App;
 use nmem_proto::query::{GetRequest, Observation, SearchRequest, Timeline, TimelineRequest};
 
 pub async fn get(app: &App, req: GetRequest) -> Result<Vec<Observation>, QueryError> {
-    if req.ids.is_empty() && req.doc_ids.is_empty() {
+    if req.ids.is_empty() && req.doc_ids.is_empty() && req.knowledge_ids.is_empty() {
         return Err(QueryError::BadRequest("ids array must not be empty".into()));
     }
-    if req.ids.len() > 50 || req.doc_ids.len() > 50 {
+    if req.ids.len() > 50 || req.doc_ids.len() > 50 || req.knowledge_ids.len() > 50 {
         return Err(QueryError::BadRequest(format!(
-            "at most 50 ids (and 50 doc_ids) per request, got {} and {}",
+            "at most 50 ids (and 50 doc_ids, 50 knowledge_ids) per request, got {}, {} and {}",
             req.ids.len(),
-            req.doc_ids.len()
+            req.doc_ids.len(),
+            req.knowledge_ids.len()
         )));
     }
-    let (ids, doc_ids) = (req.ids, req.doc_ids);
+    let (ids, doc_ids, knowledge_ids) = (req.ids, req.doc_ids, req.knowledge_ids);
     let found = app
         .readers
         .run(move |c| {
@@ -33,6 +34,7 @@ pub async fn get(app: &App, req: GetRequest) -> Result<Vec<Observation>, QueryEr
                 .filter_map(|id| rows.iter().find(|o| o.id == *id).cloned())
                 .collect();
             found.extend(crate::docs::get(c, &doc_ids)?);
+            found.extend(crate::knowledge::get(c, &knowledge_ids)?);
             Ok(found)
         })
         .await?;
@@ -61,6 +63,9 @@ pub async fn timeline(app: &App, req: TimelineRequest) -> Result<Timeline, Query
                     project: req.project.clone(),
                     cwd: req.cwd.clone(),
                     include_prompts: Some(false),
+                    // The anchor is an observation: chunks and items have no session.
+                    include_docs: Some(false),
+                    include_knowledge: Some(false),
                     limit: Some(1),
                     ..Default::default()
                 },

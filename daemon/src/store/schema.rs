@@ -20,6 +20,7 @@ const LATER_SQL: &[&str] = &[
     include_str!("../../../migrations/009_documents.sql"),
     include_str!("../../../migrations/010_knowledge.sql"),
     include_str!("../../../migrations/011_writer_follow_ups.sql"),
+    include_str!("../../../migrations/012_knowledge_search.sql"),
 ];
 
 /// The migrations before 006, for tests that build a database as older versions wrote it.
@@ -248,25 +249,38 @@ mod tests {
             .unwrap();
     }
 
+    /// A file as the build whose last migration was `LATER_SQL[later - 1]` wrote it.
+    fn migrated_up_to(db: &Path, later: usize) -> Connection {
+        let mut c = Connection::open(db).unwrap();
+        super::super::terms::register(&c).unwrap();
+        let mut ms: Vec<M> = MIGRATION_SQL.iter().map(|sql| M::up(sql)).collect();
+        ms.push(M::up_with_hook(
+            FIDELITY_SQL,
+            |tx: &rusqlite::Transaction| {
+                super::super::upgrade::fidelity(tx)?;
+                Ok(())
+            },
+        ));
+        ms.extend(LATER_SQL[..later].iter().map(|sql| M::up(sql)));
+        Migrations::new(ms).to_latest(&mut c).unwrap();
+        c
+    }
+
+    /// Where a migration is in `LATER_SQL`, by its file's first line.
+    fn later_index(first_line: &str) -> usize {
+        LATER_SQL
+            .iter()
+            .position(|s| s.starts_with(first_line))
+            .unwrap()
+    }
+
     /// Memories saved before the knowledge tables existed become notes when the file is
-    /// upgraded (migrations up to 009 first), a malformed metadata column included.
+    /// upgraded, a malformed metadata column included.
     #[test]
     fn memories_from_before_knowledge_become_notes() {
         let (_dir, db) = temp_db();
         {
-            let mut c = Connection::open(&db).unwrap();
-            super::super::terms::register(&c).unwrap();
-            let mut ms: Vec<M> = MIGRATION_SQL.iter().map(|sql| M::up(sql)).collect();
-            ms.push(M::up_with_hook(
-                FIDELITY_SQL,
-                |tx: &rusqlite::Transaction| {
-                    super::super::upgrade::fidelity(tx)?;
-                    Ok(())
-                },
-            ));
-            // 007, 008 and 009: the file as the version before the knowledge tables wrote it.
-            ms.extend(LATER_SQL[..3].iter().map(|sql| M::up(sql)));
-            Migrations::new(ms).to_latest(&mut c).unwrap();
+            let c = migrated_up_to(&db, later_index("-- Governed knowledge"));
             c.execute_batch(
                 "INSERT INTO sessions (id, harness, project, started_at) VALUES ('s', 'nmem', 'p', 0);
                  INSERT INTO observations (id, session_id, timestamp, obs_type, source_event, content, metadata, project, harness) VALUES
@@ -310,19 +324,11 @@ mod tests {
                 .unwrap()
         };
         let before = {
-            let mut c = Connection::open(&db).unwrap();
-            super::super::terms::register(&c).unwrap();
-            let mut ms: Vec<M> = MIGRATION_SQL.iter().map(|sql| M::up(sql)).collect();
-            ms.push(M::up_with_hook(
-                FIDELITY_SQL,
-                |tx: &rusqlite::Transaction| {
-                    super::super::upgrade::fidelity(tx)?;
-                    Ok(())
-                },
-            ));
-            // 007 to 010: the file as the version before 011 wrote it.
-            ms.extend(LATER_SQL[..4].iter().map(|sql| M::up(sql)));
-            Migrations::new(ms).to_latest(&mut c).unwrap();
+            // The file as the version before 011 wrote it.
+            let c = migrated_up_to(
+                &db,
+                later_index("-- The AFTER INSERT triggers of migrations 008 and 010"),
+            );
             c.execute_batch(
                 "INSERT INTO sessions (id, harness, project, started_at) VALUES ('s', 'nmem', 'p', 0);
                  INSERT INTO observations (id, session_id, timestamp, obs_type, source_event, content, project, harness) VALUES
@@ -346,12 +352,13 @@ mod tests {
             "knowledge_note_ai",
             "knowledge_stale_on_edit",
         ];
-        let expected: Vec<String> = before
-            .iter()
-            .filter(|t| !gone.contains(&t.as_str()))
-            .cloned()
-            .collect();
-        assert_eq!(after, expected);
+        // Every other trigger stays (later migrations may add their own).
+        for t in before.iter().filter(|t| !gone.contains(&t.as_str())) {
+            assert!(after.contains(t), "{t} kept in {after:?}");
+        }
+        for t in gone {
+            assert!(!after.iter().any(|a| a == t), "{t} dropped, in {after:?}");
+        }
         assert!(after.contains(&"digest_gen_obs_au".to_string()));
         // The note the trigger made before the upgrade is still there.
         let notes: i64 = c
@@ -364,6 +371,58 @@ mod tests {
             .pragma_query_value(None, "user_version", |r| r.get(0))
             .unwrap();
         assert_eq!(v, SCHEMA_VERSION);
+    }
+
+    /// Knowledge written before its full-text table existed is searchable after the upgrade,
+    /// and the triggers keep the table in step with later writes.
+    #[test]
+    fn knowledge_from_before_its_index_is_indexed_on_upgrade() {
+        let (_dir, db) = temp_db();
+        {
+            // Before 011, so the insert trigger of 010 still makes the memory's note.
+            let c = migrated_up_to(
+                &db,
+                later_index("-- The AFTER INSERT triggers of migrations 008 and 010"),
+            );
+            c.execute_batch(
+                "INSERT INTO sessions (id, harness, project, started_at) VALUES ('s', 'nmem', 'p', 0);
+                 INSERT INTO observations (id, session_id, timestamp, obs_type, source_event, content, project, harness) VALUES
+                   (1, 's', 5, 'memory', 'save_memory', 'Webhooks are retried with exponential backoff', 'p', 'nmem');
+                 INSERT INTO knowledge (class, kind, project, scope, title, summary, reason, memory_source, status, subject, predicate, value, created_at, updated_at)
+                   VALUES ('knowledge', 'fact', 'p', 'project', 'Invoice numbering', 'Invoices are numbered per tenant', 'seen in billing', 'user_declared', 'active', 'invoices', 'numbering', '\"sequential\"', 1, 1);",
+            )
+            .unwrap();
+        }
+        let c = open_writer(&db).unwrap();
+        let find = |c: &Connection, q: &str| -> Vec<i64> {
+            c.prepare("SELECT rowid FROM knowledge_fts WHERE knowledge_fts MATCH ?1 ORDER BY rowid")
+                .unwrap()
+                .query_map([q], |r| r.get(0))
+                .unwrap()
+                .collect::<Result<_, _>>()
+                .unwrap()
+        };
+        // Both the note (from 010's own backfill) and the item are found, by any column.
+        assert_eq!(find(&c, "backoff").len(), 1);
+        assert_eq!(find(&c, "tenant").len(), 1);
+        assert_eq!(find(&c, "numbering").len(), 1);
+        assert_eq!(find(&c, "sequential").len(), 1);
+        // Rewritten, the old words go and the new come; deleted, nothing is left.
+        c.execute(
+            "UPDATE knowledge SET summary = 'Invoices are numbered globally' WHERE kind = 'fact'",
+            [],
+        )
+        .unwrap();
+        assert!(find(&c, "tenant").is_empty());
+        assert_eq!(find(&c, "globally").len(), 1);
+        c.execute("DELETE FROM observations WHERE id = 1", [])
+            .unwrap();
+        assert!(find(&c, "backoff").is_empty());
+        c.execute(
+            "INSERT INTO knowledge_fts (knowledge_fts) VALUES ('integrity-check')",
+            [],
+        )
+        .unwrap();
     }
 
     #[test]

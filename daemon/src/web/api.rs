@@ -395,6 +395,7 @@ async fn by_ids(app: &App, ids: Vec<i64>) -> Result<Vec<Observation>, ApiError> 
                 GetRequest {
                     ids: chunk.to_vec(),
                     doc_ids: vec![],
+                    knowledge_ids: vec![],
                     format: None,
                 },
             )

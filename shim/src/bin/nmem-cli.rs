@@ -139,14 +139,17 @@ enum Command {
         #[arg(long, value_enum, default_value = "nmem")]
         profile: ServeProfile,
     },
-    /// Search past observations and prompts. Plain words match as written; FTS5 syntax
-    /// (AND/OR/NOT, "phrase", prefix*) is used as is.
+    /// Search past observations and prompts, knowledge and work items (`k<id>`, merged in by
+    /// rank) and ingested documents (`d<id>`, after them). Plain words match as written; FTS5
+    /// syntax (AND/OR/NOT, "phrase", prefix*) is used as is.
     Search {
         #[arg(required = true)]
         query: Vec<String>,
         #[command(flatten)]
         project: ProjectArgs,
-        /// Only this observation type (repeatable): command, command_error, file_edit, user_prompt, …
+        /// Only this observation type (repeatable): command, command_error, file_edit, user_prompt, …;
+        /// `knowledge`, `work` or an item kind (decision, fact, task, …) for knowledge only, `doc`
+        /// for documents only.
         #[arg(long = "type")]
         types: Vec<String>,
         /// Only observations of this file (repeatable; absolute, project-relative, or a file name).
@@ -178,14 +181,27 @@ enum Command {
         /// `--type doc` searches only them).
         #[arg(long)]
         no_docs: bool,
+        /// Leave out knowledge and work items.
+        #[arg(long)]
+        no_knowledge: bool,
+        /// Include knowledge items of these statuses only (repeatable; by default all but
+        /// superseded and archived): candidate, active, superseded, contested, archived, open,
+        /// done, dropped.
+        #[arg(long = "status", value_name = "STATUS")]
+        status: Vec<String>,
     },
-    /// Full observations by id (and document chunks by `--doc ID`, the ids of `doc` results).
+    /// Full observations by id (and document chunks by `--doc ID`, the ids of `doc` results,
+    /// knowledge and work items by `--knowledge ID`, the ids of `knowledge` and `work` results).
     Get {
-        #[arg(required_unless_present = "doc")]
+        #[arg(required_unless_present_any = ["doc", "knowledge"])]
         ids: Vec<i64>,
         /// A document chunk's id (repeatable): its text, source and lines.
         #[arg(long = "doc", value_name = "ID")]
         doc: Vec<i64>,
+        /// A knowledge or work item's id (repeatable, `k12` or `12`): its text, and as JSON the
+        /// whole item.
+        #[arg(long = "knowledge", value_name = "ID", value_parser = parse_kid)]
+        knowledge: Vec<i64>,
         #[arg(long)]
         json: bool,
     },
@@ -368,8 +384,10 @@ enum KnowledgeCommand {
         predicate: Option<String>,
         #[arg(long, requires = "subject")]
         value: Option<String>,
-        /// An observation it rests on: `obs:12` or `12`, optionally `#<sha256 prefix>` of its
-        /// text (repeatable). A later edit of the file it names flags the item possibly stale.
+        /// What it rests on (repeatable): an observation, `obs:12` or `12`, or a document chunk,
+        /// `d7` or `doc:7` (a `doc` search result);
+        /// optionally `#<sha256 prefix>` of its text. A later edit of the file it names, or a
+        /// re-ingest that changes the chunk, flags the item possibly stale.
         #[arg(long)]
         evidence: Vec<String>,
         /// 0 to 1.
@@ -435,6 +453,20 @@ enum KnowledgeCommand {
         id: i64,
         #[command(flatten)]
         why: Reason,
+    },
+    /// Pin an item: it comes first in its project's SessionStart digest while it is current.
+    Pin {
+        #[arg(value_parser = parse_kid)]
+        id: i64,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Undo `pin`.
+    Unpin {
+        #[arg(value_parser = parse_kid)]
+        id: i64,
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -565,6 +597,8 @@ fn knowledge(cmd: KnowledgeCommand) -> ExitCode {
         KnowledgeCommand::Archive { id, why } => {
             k::change(Action::Archive, id, None, why.reason, why.json)
         }
+        KnowledgeCommand::Pin { id, json } => k::pin(id, true, json),
+        KnowledgeCommand::Unpin { id, json } => k::pin(id, false, json),
     }
 }
 
@@ -649,6 +683,8 @@ fn main() -> ExitCode {
             json,
             explain,
             no_docs,
+            no_knowledge,
+            status,
         } => cli::search(cli::SearchArgs {
             query,
             project: cli::project_arg(project.project, project.all_projects),
@@ -663,8 +699,15 @@ fn main() -> ExitCode {
             json,
             explain,
             no_docs,
+            no_knowledge,
+            status,
         }),
-        Command::Get { ids, doc, json } => cli::get(ids, doc, json),
+        Command::Get {
+            ids,
+            doc,
+            knowledge,
+            json,
+        } => cli::get(ids, doc, knowledge, json),
         Command::Ingest {
             paths,
             project,

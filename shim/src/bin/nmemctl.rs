@@ -41,10 +41,17 @@ enum Command {
     /// Sweep what retention says is too old (unless `[retention] sweep = false`), checkpoint the
     /// WAL, reclaim free pages, check and optimise the full-text indexes.
     Maintain,
-    /// Keep an observation forever and show it in every digest.
-    Pin { id: i64 },
+    /// Keep an observation forever and show it in every digest (`12`), or show a knowledge item
+    /// first in its project's digest (`k12`).
+    Pin {
+        /// An observation's id (`12`) or a knowledge item's (`k12`).
+        id: String,
+    },
     /// Undo `pin`.
-    Unpin { id: i64 },
+    Unpin {
+        /// An observation's id (`12`) or a knowledge item's (`k12`).
+        id: String,
+    },
     /// Stop recording (for every project); hooks still exit 0 at once.
     Pause,
     /// Record again.
@@ -163,8 +170,8 @@ fn main() -> ExitCode {
         Command::Backup { path } => nmem_shim::ctl::backup(&path),
         Command::Restore { file } => nmem_shim::ctl::restore(&file),
         Command::Maintain => nmem_shim::ctl::maintain(),
-        Command::Pin { id } => nmem_shim::ctl::pin(id, true),
-        Command::Unpin { id } => nmem_shim::ctl::pin(id, false),
+        Command::Pin { id } => nmem_shim::ctl::pin(&id, true),
+        Command::Unpin { id } => nmem_shim::ctl::pin(&id, false),
         Command::Pause => nmem_shim::ctl::pause(true),
         Command::Resume => nmem_shim::ctl::pause(false),
         Command::Export { output } => nmem_shim::ctl::export(output.as_deref()),

@@ -32,19 +32,40 @@ pub fn maintain() -> ExitCode {
 }
 
 /// `nmemctl pin ID` / `unpin ID`.
-pub fn pin(id: i64, pinned: bool) -> ExitCode {
+/// `nmemctl pin|unpin ID`: an observation (`12`), or a knowledge item (`k12`).
+pub fn pin(id: &str, pinned: bool) -> ExitCode {
+    let id = id.trim();
+    let (knowledge, digits) = match id.strip_prefix('k') {
+        Some(n) => (true, n),
+        None => (false, id.strip_prefix('#').unwrap_or(id)),
+    };
+    let Some(n) = digits.parse::<i64>().ok().filter(|n| *n > 0) else {
+        eprintln!(
+            "nmemctl: {id:?} is not an id: give an observation's (12) or a knowledge item's (k12)"
+        );
+        return ExitCode::from(2);
+    };
     match ctl_post::<_, wire::PinRequest>(
         wire::PATH_PIN,
-        &wire::PinRequest { id, pinned },
+        &wire::PinRequest {
+            id: n,
+            pinned,
+            knowledge,
+        },
         CTL_DEADLINE,
     ) {
         Ok(_) => {
             println!(
-                "#{id} {}",
-                if pinned {
-                    "pinned: kept forever and shown in every digest"
+                "{} {}",
+                if knowledge {
+                    format!("k{n}")
                 } else {
-                    "unpinned"
+                    format!("#{n}")
+                },
+                match (pinned, knowledge) {
+                    (true, false) => "pinned: kept forever and shown in every digest",
+                    (true, true) => "pinned: shown first in its project's digest while current",
+                    (false, _) => "unpinned",
                 }
             );
             ExitCode::SUCCESS
