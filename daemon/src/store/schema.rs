@@ -19,6 +19,7 @@ const LATER_SQL: &[&str] = &[
     include_str!("../../../migrations/008_digest_generation.sql"),
     include_str!("../../../migrations/009_documents.sql"),
     include_str!("../../../migrations/010_knowledge.sql"),
+    include_str!("../../../migrations/015_sync.sql"),
 ];
 
 /// The migrations before 006, for tests that build a database as older versions wrote it.

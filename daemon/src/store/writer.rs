@@ -306,7 +306,7 @@ fn store_all(
     let mut results = Vec::with_capacity(batch.len());
     let mut staged = Vec::new();
     for (ev, _) in batch {
-        match apply(&tx, ev, dedup, &staged) {
+        match apply_logged(&tx, ev, dedup, &staged) {
             Ok((applied, key)) => {
                 if let Some(k) = key {
                     staged.push(k);
@@ -339,7 +339,7 @@ fn store_each(
         let mut staged = Vec::new();
         for (ev, _) in batch.iter() {
             let mut sp = tx.savepoint()?;
-            match apply(&sp, ev, dedup, &staged) {
+            match apply_logged(&sp, ev, dedup, &staged) {
                 Ok((applied, key)) => {
                     sp.commit()?;
                     if let Some(k) = key {
@@ -456,6 +456,29 @@ fn timing(ev: &Prepared, success: bool, commit_ms: f64) -> crate::web::ops::Even
 }
 
 type DedupKey = (crate::dedup::Key, i64);
+
+/// [`apply`], then sync's hook (docs/sync.md): a stored event's envelope is appended to the
+/// outbound log in the same transaction (nothing when sync is disabled).
+fn apply_logged(
+    conn: &Connection,
+    ev: &Prepared,
+    dedup: &Dedup,
+    staged: &[DedupKey],
+) -> rusqlite::Result<(Applied, Option<DedupKey>)> {
+    let done = apply(conn, ev, dedup, staged)?;
+    if done.0.outcome == RecordOutcome::Stored {
+        crate::sync::log::append(conn, ev)?;
+    }
+    Ok(done)
+}
+
+/// Store an event pulled from another device exactly as a local one (no dedup window: it was
+/// deduplicated where it happened), without logging it: it belongs to its origin's stream.
+/// Returns whether it was new here.
+pub(crate) fn apply_inbound(conn: &Connection, ev: &Prepared) -> rusqlite::Result<bool> {
+    let (applied, _) = apply(conn, ev, &Dedup::new(0), &[])?;
+    Ok(applied.outcome == RecordOutcome::Stored)
+}
 
 /// Store one event inside the current savepoint.
 fn apply(
