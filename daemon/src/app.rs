@@ -30,6 +30,8 @@ pub struct App {
     pub warnings: Vec<String>,
     /// The web viewer's listener (`nmem ui`), its token and readiness.
     pub web: crate::web::Web,
+    /// Sync with other devices (docs/sync.md): idle unless enabled.
+    pub sync: crate::sync::Sync,
 }
 
 impl App {
@@ -39,6 +41,8 @@ impl App {
         config: Config,
     ) -> anyhow::Result<(Arc<App>, std::thread::JoinHandle<()>)> {
         let conn = schema::open_writer(&paths.db)?;
+        // Whether the writer logs events for sync, before it takes any.
+        crate::sync::init(&conn)?;
         let stats = Arc::new(Stats::default());
         let (redactor, warnings) = Redactor::new(&config.redact.patterns);
         for w in &warnings {
@@ -89,6 +93,7 @@ impl App {
             started: Instant::now(),
             warnings,
             web: crate::web::Web::new(config.http.clone(), &paths.state),
+            sync: Default::default(),
             paths,
             config,
         };

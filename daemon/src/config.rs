@@ -21,6 +21,20 @@ pub struct Config {
     pub embed: EmbedConfig,
     pub limits: LimitsConfig,
     pub http: HttpConfig,
+    pub sync: SyncConfig,
+}
+
+/// `[sync]`: the PostgreSQL server that syncs this home with the user's other devices
+/// (docs/sync.md). Nothing is sent anywhere until `nmem sync enable` or `join`.
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct SyncConfig {
+    /// `postgresql://user[:password]@host[:port]/database`, or the `key=value` form. TLS is
+    /// required unless the host is a loopback address or a Unix socket folder. `enable`/`join`
+    /// `--url` take precedence; then this; then `NMEM_SYNC_URL` in nmemd's environment.
+    pub url: Option<String>,
+    /// A file whose first line is the password (kept out of the URL and config.toml).
+    pub password_file: Option<std::path::PathBuf>,
 }
 
 /// `[http]`: the web viewer's listener (`nmem ui`). Off unless asked for; loopback only unless

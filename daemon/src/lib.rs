@@ -48,4 +48,5 @@ pub mod server;
 pub mod spool;
 pub mod stats;
 pub mod store;
+pub mod sync;
 pub mod web;

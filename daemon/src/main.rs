@@ -238,6 +238,8 @@ fn run() -> anyhow::Result<()> {
             app.clone(),
             stop_rx.clone(),
         ));
+        // Sync with the user's other devices: idle unless enabled (docs/sync.md).
+        let syncer = tokio::spawn(nmem_daemon::sync::run(app.clone(), stop_rx.clone()));
         let maintainer = tokio::spawn(nmem_daemon::maintain::idle_loop(app.clone(), stop_rx));
         // Semantic search: the installed model, and the thread that embeds what waits.
         if let Err(e) = app.semantic.activate(&app.writer).await {
@@ -280,6 +282,7 @@ fn run() -> anyhow::Result<()> {
         let _ = stop_tx.send(true);
         let _ = drainer.await;
         let _ = maintainer.await;
+        let _ = syncer.await;
         let _ = warmer.await;
         app.semantic.stop();
         let _ = tokio::task::spawn_blocking(move || embedder.join()).await;

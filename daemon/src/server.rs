@@ -42,6 +42,11 @@ pub fn router(app: Arc<App>, limits: Arc<crate::conn::Limits>) -> Router {
         .route(wire::PATH_KNOWLEDGE_LIFECYCLE, post(knowledge_lifecycle))
         .route(wire::PATH_KNOWLEDGE_LIST, post(knowledge_list))
         .route(wire::PATH_UI, post(crate::web::control))
+        .route(wire::PATH_SYNC_ENABLE, post(sync_enable))
+        .route(wire::PATH_SYNC_JOIN, post(sync_join))
+        .route(wire::PATH_SYNC_NOW, post(sync_now))
+        .route(wire::PATH_SYNC_STATUS, post(sync_status))
+        .route(wire::PATH_SYNC_DISABLE, post(sync_disable))
         // The viewer's API without a token: this socket is the owner's alone.
         .merge(crate::web::api::routes())
         .fallback(not_found)
@@ -254,6 +259,38 @@ pub async fn pin(
         })
         .await?;
     Ok(Json(req))
+}
+
+async fn sync_enable(
+    State(app): State<Arc<App>>,
+    b: Bytes,
+) -> Result<Json<nmem_proto::sync::Enabled>, ApiError> {
+    Ok(Json(crate::sync::enable(&app, body(&b)?).await?))
+}
+
+async fn sync_join(
+    State(app): State<Arc<App>>,
+    b: Bytes,
+) -> Result<Json<nmem_proto::sync::Enabled>, ApiError> {
+    Ok(Json(crate::sync::join(&app, body(&b)?).await?))
+}
+
+async fn sync_now(
+    State(app): State<Arc<App>>,
+) -> Result<Json<nmem_proto::sync::SyncStatus>, ApiError> {
+    Ok(Json(crate::sync::now(&app).await?))
+}
+
+async fn sync_status(
+    State(app): State<Arc<App>>,
+) -> Result<Json<nmem_proto::sync::SyncStatus>, ApiError> {
+    Ok(Json(crate::sync::status(&app).await?))
+}
+
+async fn sync_disable(
+    State(app): State<Arc<App>>,
+) -> Result<Json<nmem_proto::sync::SyncStatus>, ApiError> {
+    Ok(Json(crate::sync::disable(&app).await?))
 }
 
 async fn retention(

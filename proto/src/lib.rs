@@ -7,6 +7,7 @@
 //! * [`query`], [`admin`]: the request and reply types of the query and operator routes.
 //! * [`docs`]: documents (`nmem ingest`): sources, their outcome, where a chunk came from.
 //! * [`obs`]: the observation vocabulary ([`obs::ObsType`]: names, retention, digest role).
+//! * [`sync`]: the sync routes' requests and replies (docs/sync.md).
 //! * [`spool`]: the one-file-per-event spool a shim writes when the daemon is away.
 //! * [`status`]: what the files alone say (`nmemctl status` with the daemon down).
 //! * [`time`]: timestamps to Unix milliseconds and back, and how long ago one was.
@@ -27,6 +28,7 @@ pub mod paths;
 pub mod query;
 pub mod spool;
 pub mod status;
+pub mod sync;
 pub mod text;
 pub mod time;
 pub mod wire;

@@ -24,6 +24,11 @@
 //! | `POST /v1/knowledge/lifecycle` | [`crate::knowledge::LifecycleRequest`] | [`crate::knowledge::LifecycleReply`] |
 //! | `POST /v1/knowledge/list` | [`crate::knowledge::ListRequest`] | [`crate::knowledge::ListReply`] |
 //! | `POST /v1/model/reload` | [`crate::admin::Empty`] | [`Embedding`] (after `nmemctl model import|remove`) |
+//! | `POST /v1/sync/enable` | [`crate::sync::EnableRequest`] | [`crate::sync::Enabled`] (with the recovery phrase, shown once) |
+//! | `POST /v1/sync/join` | [`crate::sync::JoinRequest`] | [`crate::sync::Enabled`] |
+//! | `POST /v1/sync/now` | [`crate::admin::Empty`] | [`crate::sync::SyncStatus`] (after one push and pull) |
+//! | `POST /v1/sync/status` | [`crate::admin::Empty`] | [`crate::sync::SyncStatus`] |
+//! | `POST /v1/sync/disable` | [`crate::admin::Empty`] | [`crate::sync::SyncStatus`] |
 //! | `POST /v1/ui` | [`UiRequest`] | [`UiReply`] (the web viewer's listener: start, stop, rotate its token, or ask) |
 //!
 //! The web viewer's `/api/*` routes (CodexMem's worker API, adapted) are served on this socket
@@ -51,6 +56,11 @@ pub const PATH_KNOWLEDGE: &str = "/v1/knowledge";
 pub const PATH_KNOWLEDGE_LIFECYCLE: &str = "/v1/knowledge/lifecycle";
 pub const PATH_KNOWLEDGE_LIST: &str = "/v1/knowledge/list";
 pub const PATH_UI: &str = "/v1/ui";
+pub const PATH_SYNC_ENABLE: &str = "/v1/sync/enable";
+pub const PATH_SYNC_JOIN: &str = "/v1/sync/join";
+pub const PATH_SYNC_NOW: &str = "/v1/sync/now";
+pub const PATH_SYNC_STATUS: &str = "/v1/sync/status";
+pub const PATH_SYNC_DISABLE: &str = "/v1/sync/disable";
 
 /// Unique per `nmem record` invocation; makes a replay from the spool idempotent.
 pub const H_EVENT_ID: &str = "x-nmem-event-id";

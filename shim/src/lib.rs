@@ -24,4 +24,5 @@ pub mod knowledge;
 pub mod render;
 pub mod serve;
 pub mod substrate;
+pub mod sync;
 pub mod ui;

@@ -420,3 +420,211 @@ pub fn hook_events_from_transcript(path: &Path) -> Vec<Vec<u8>> {
     );
     events
 }
+
+/// A private PostgreSQL for the sync tests: `initdb` in a temporary folder, the server on a free
+/// loopback port with its Unix socket in that folder, stopped (immediately) and removed on drop.
+///
+/// The server refuses to run as root, so when the tests run as root (CI does) every PostgreSQL
+/// program runs as the `postgres` user (`runuser`), and the folder is handed to that user.
+pub struct Postgres {
+    pub port: u16,
+    /// The folder of the data directory, the log and the Unix socket.
+    pub dir: PathBuf,
+    bin: PathBuf,
+    running: bool,
+    _tmp: tempfile::TempDir,
+}
+
+impl Postgres {
+    /// Where PostgreSQL's programs are: `NMEM_PG_BIN`, else the newest
+    /// `/usr/lib/postgresql/*/bin` (Debian's layout).
+    pub fn bin_dir() -> Option<PathBuf> {
+        if let Some(d) = std::env::var_os("NMEM_PG_BIN") {
+            return Some(PathBuf::from(d));
+        }
+        let mut found: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+            .ok()?
+            .flatten()
+            .filter_map(|e| {
+                let v = e.file_name().to_string_lossy().parse::<u32>().ok()?;
+                let bin = e.path().join("bin");
+                bin.join("initdb").is_file().then_some((v, bin))
+            })
+            .collect();
+        found.sort();
+        found.pop().map(|(_, b)| b)
+    }
+
+    /// Start a fresh server, or `None` (with the reason printed, or a failure under
+    /// `NMEM_REQUIRE_ALL=1`) when PostgreSQL is not installed.
+    pub fn start() -> Option<Postgres> {
+        let Some(bin) = Self::bin_dir() else {
+            skip_unless_required(
+                "PostgreSQL is not installed (apt-get install postgresql, or set NMEM_PG_BIN)",
+            );
+            return None;
+        };
+        let tmp = tempfile::Builder::new()
+            .prefix("nmem-pg-")
+            .tempdir()
+            .expect("a temporary folder for PostgreSQL");
+        let dir = tmp.path().to_path_buf();
+        if is_root() {
+            let st = Command::new("chown")
+                .args(["postgres:postgres"])
+                .arg(&dir)
+                .status()
+                .expect("chown");
+            assert!(
+                st.success(),
+                "chown of {} to postgres failed",
+                dir.display()
+            );
+        }
+        let port = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+            l.local_addr().unwrap().port()
+        };
+        let mut pg = Postgres {
+            port,
+            dir,
+            bin,
+            running: false,
+            _tmp: tmp,
+        };
+        let out = pg
+            .program("initdb")
+            .args([
+                "-U",
+                "postgres",
+                "--auth=trust",
+                "-E",
+                "UTF8",
+                "--no-sync",
+                "-D",
+            ])
+            .arg(pg.dir.join("data"))
+            .output()
+            .expect("run initdb");
+        assert!(
+            out.status.success(),
+            "initdb failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        pg.start_again();
+        Some(pg)
+    }
+
+    /// A PostgreSQL program, run as the `postgres` user when the tests run as root.
+    pub fn program(&self, name: &str) -> Command {
+        let path = self.bin.join(name);
+        if is_root() {
+            let mut c = Command::new("runuser");
+            c.args(["-u", "postgres", "--"]).arg(path);
+            c
+        } else {
+            Command::new(path)
+        }
+    }
+
+    /// Start the server (again, after [`Postgres::stop`]) and wait until it accepts connections.
+    pub fn start_again(&mut self) {
+        let opts = format!(
+            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off",
+            self.port,
+            self.dir.display()
+        );
+        let out = self
+            .program("pg_ctl")
+            .arg("-D")
+            .arg(self.dir.join("data"))
+            .arg("-l")
+            .arg(self.dir.join("server.log"))
+            .args(["-w", "-t", "60", "-o", &opts, "start"])
+            .stdin(Stdio::null())
+            .output()
+            .expect("run pg_ctl start");
+        assert!(
+            out.status.success(),
+            "pg_ctl start failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default()
+        );
+        self.running = true;
+    }
+
+    /// Stop the server at once (`-m immediate`: as if it went away).
+    pub fn stop(&mut self) {
+        let _ = self
+            .program("pg_ctl")
+            .arg("-D")
+            .arg(self.dir.join("data"))
+            .args(["-w", "-m", "immediate", "stop"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+        self.running = false;
+    }
+
+    /// The URL nmem is given (loopback TCP: no TLS needed).
+    pub fn url(&self) -> String {
+        format!("postgresql://postgres@127.0.0.1:{}/postgres", self.port)
+    }
+
+    /// Run one SQL statement with psql; its rows unaligned, `|`-separated, one per line.
+    pub fn sql(&self, sql: &str) -> String {
+        let out = self
+            .program("psql")
+            .args([
+                "-X",
+                "-q",
+                "-A",
+                "-t",
+                "-v",
+                "ON_ERROR_STOP=1",
+                "-U",
+                "postgres",
+                "-h",
+            ])
+            .arg(&self.dir)
+            .args(["-p", &self.port.to_string(), "-d", "postgres", "-c", sql])
+            .output()
+            .expect("run psql");
+        assert!(
+            out.status.success(),
+            "psql {sql:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    }
+
+    /// `pg_dump` of the whole database, as plain SQL.
+    pub fn dump(&self) -> Vec<u8> {
+        let out = self
+            .program("pg_dump")
+            .args(["-U", "postgres", "-h"])
+            .arg(&self.dir)
+            .args(["-p", &self.port.to_string(), "postgres"])
+            .output()
+            .expect("run pg_dump");
+        assert!(
+            out.status.success(),
+            "pg_dump failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out.stdout
+    }
+}
+
+impl Drop for Postgres {
+    fn drop(&mut self) {
+        if self.running {
+            self.stop();
+        }
+    }
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}

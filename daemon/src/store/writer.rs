@@ -310,7 +310,7 @@ fn store_all(
     let mut staged = Vec::new();
     let mut gens = Generations::default();
     for (ev, _) in batch {
-        match apply(&tx, ev, dedup, &staged, &mut gens) {
+        match apply_logged(&tx, ev, dedup, &staged, &mut gens) {
             Ok((applied, key)) => {
                 if let Some(k) = key {
                     staged.push(k);
@@ -347,7 +347,7 @@ fn store_each(
             let mut sp = tx.savepoint()?;
             // Only what a committed savepoint changed moves the digest counters.
             let mut own = Generations::default();
-            match apply(&sp, ev, dedup, &staged, &mut own) {
+            match apply_logged(&sp, ev, dedup, &staged, &mut own) {
                 Ok((applied, key)) => {
                     sp.commit()?;
                     gens.merge(own);
@@ -466,6 +466,32 @@ fn timing(ev: &Prepared, success: bool, commit_ms: f64) -> crate::web::ops::Even
 }
 
 type DedupKey = (crate::dedup::Key, i64);
+
+/// [`apply`], then sync's hook (docs/sync.md): a stored event's envelope is appended to the
+/// outbound log in the same transaction (nothing when sync is disabled).
+fn apply_logged(
+    conn: &Connection,
+    ev: &Prepared,
+    dedup: &Dedup,
+    staged: &[DedupKey],
+    gens: &mut Generations,
+) -> rusqlite::Result<(Applied, Option<DedupKey>)> {
+    let done = apply(conn, ev, dedup, staged, gens)?;
+    if done.0.outcome == RecordOutcome::Stored {
+        crate::sync::log::append(conn, ev)?;
+    }
+    Ok(done)
+}
+
+/// Store an event pulled from another device exactly as a local one (no dedup window: it was
+/// deduplicated where it happened), with its follow-ups and digest counters, without logging
+/// it: it belongs to its origin's stream. Returns whether it was new here.
+pub(crate) fn apply_inbound(conn: &Connection, ev: &Prepared) -> rusqlite::Result<bool> {
+    let mut gens = Generations::default();
+    let (applied, _) = apply(conn, ev, &Dedup::new(0), &[], &mut gens)?;
+    gens.flush(conn)?;
+    Ok(applied.outcome == RecordOutcome::Stored)
+}
 
 /// Store one event inside the current transaction or savepoint, with its follow-ups
 /// ([`follow`]); the digest counters it moves are noted in `gens`, bumped before the commit.

@@ -341,6 +341,83 @@ enum Command {
     /// SessionStart digest of their project.
     #[command(subcommand)]
     Work(WorkCommand),
+    /// Share this memory with your other devices through a PostgreSQL you provide, end-to-end
+    /// encrypted (docs/sync.md). Nothing leaves the machine until `enable` or `join`.
+    #[command(subcommand)]
+    Sync(SyncCommand),
+}
+
+#[derive(Subcommand)]
+enum SyncCommand {
+    /// Create your personal space on the server and start syncing this device. Prints the
+    /// space's recovery phrase once: another device needs it to join.
+    Enable {
+        /// The server: postgresql://user@host:port/database (TLS unless loopback or a Unix
+        /// socket folder). Default: `[sync] url` of config.toml.
+        #[arg(long)]
+        url: Option<String>,
+        /// Print `space`, `fingerprint`, `device` and `recovery_phrase` as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Add this device to the space of a recovery phrase. The phrase is checked against the
+    /// space's key check first: a wrong one changes nothing. Read from --phrase-file, else from
+    /// standard input.
+    Join {
+        /// A file holding the 24 words.
+        #[arg(long, conflicts_with = "phrase")]
+        phrase_file: Option<std::path::PathBuf>,
+        /// The 24 words on the command line (visible in `ps` and your shell's history: prefer
+        /// --phrase-file or standard input).
+        #[arg(long)]
+        phrase: Option<String>,
+        /// The server (default: `[sync] url` of config.toml).
+        #[arg(long)]
+        url: Option<String>,
+        /// Print `space`, `fingerprint` and `device` as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Push and pull at once (the daemon otherwise does within a few seconds of new events).
+    Now {
+        #[arg(long)]
+        json: bool,
+    },
+    /// The space, key fingerprint, this device, pending uploads, every device's head and the
+    /// last error.
+    Status {
+        /// `space`, `fingerprint`, `device`, `pending`, `heads`, `last_error`, ... as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Stop logging and syncing this device (what the server holds stays there).
+    Disable {
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn sync(cmd: SyncCommand) -> ExitCode {
+    use nmem_shim::sync as s;
+    match cmd {
+        SyncCommand::Enable { url, json } => s::enable(url, json),
+        SyncCommand::Join {
+            phrase_file,
+            phrase,
+            url,
+            json,
+        } => {
+            let from = match (phrase, phrase_file) {
+                (Some(p), _) => s::PhraseFrom::Arg(p),
+                (None, Some(f)) => s::PhraseFrom::File(f),
+                (None, None) => s::PhraseFrom::Stdin,
+            };
+            s::join(from, url, json)
+        }
+        SyncCommand::Now { json } => s::now(json),
+        SyncCommand::Status { json } => s::status(json),
+        SyncCommand::Disable { json } => s::disable(json),
+    }
 }
 
 #[derive(clap::Args)]
@@ -816,5 +893,6 @@ fn main() -> ExitCode {
         },
         Command::Knowledge(cmd) => knowledge(cmd),
         Command::Work(cmd) => work(cmd),
+        Command::Sync(cmd) => sync(cmd),
     }
 }

@@ -1,0 +1,360 @@
+//! The synced form of an event: the writer's prepared, redacted record ([`Prepared`]) as a
+//! versioned JSON envelope, and back.
+//!
+//! Not the raw hook payload: what leaves the machine is exactly what the writer stored (already
+//! cleaned, redacted and cut to the limits). The reverse conversion only accepts the names this
+//! build knows (harness, observation type, prompt source), so an envelope from a newer nmem is
+//! refused with a reason instead of being stored half-understood.
+
+use crate::ingest::reasoning::Thought;
+use crate::ingest::{NewPrompt, Obs, Prepared, Project, Record, SessionEffect};
+use nmem_proto::harness::{Event, Harness};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// The envelope's format version: a reader refuses a newer one.
+pub const VERSION: u32 = 1;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Envelope {
+    pub v: u32,
+    pub event_id: String,
+    pub received_at: i64,
+    pub harness: String,
+    pub session_id: String,
+    pub cwd: String,
+    pub project: EnvProject,
+    pub event: String,
+    pub event_name: String,
+    pub record: EnvRecord,
+    pub effect: EnvEffect,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub thoughts: Vec<EnvThought>,
+    pub redactions: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EnvProject {
+    pub name: String,
+    pub root: String,
+    pub worktree: Option<String>,
+    pub branch: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum EnvRecord {
+    Observation {
+        obs_type: String,
+        tool_name: Option<String>,
+        file_path: Option<String>,
+        rel_path: Option<String>,
+        content: String,
+        metadata: Map<String, Value>,
+        tool_use_id: Option<String>,
+    },
+    Prompt {
+        source: String,
+        content: String,
+        prompt_uid: Option<String>,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum EnvEffect {
+    None,
+    Start {
+        source: String,
+        model: Option<String>,
+        title: Option<String>,
+        transcript_path: Option<String>,
+    },
+    TurnEnd,
+    SubagentEnd,
+    Compaction,
+    End {
+        reason: Option<String>,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EnvThought {
+    pub uid: String,
+    pub timestamp: i64,
+    pub content: String,
+}
+
+const EVENTS: [(Event, &str); 10] = [
+    (Event::SessionStart, "session_start"),
+    (Event::UserPrompt, "user_prompt"),
+    (Event::ToolUse, "tool_use"),
+    (Event::ToolFailure, "tool_failure"),
+    (Event::PreCompact, "pre_compact"),
+    (Event::PostCompact, "post_compact"),
+    (Event::Stop, "stop"),
+    (Event::SubagentStop, "subagent_stop"),
+    (Event::StopFailure, "stop_failure"),
+    (Event::SessionEnd, "session_end"),
+];
+
+/// The prompt sources the writer stores (`prompts.source`).
+const PROMPT_SOURCES: [&str; 2] = ["user", "agent"];
+
+impl Envelope {
+    /// The envelope of a stored event; `None` for one that stores no record.
+    pub fn of(ev: &Prepared) -> Option<Envelope> {
+        let record = match &ev.record {
+            Record::Nothing => return None,
+            Record::Observation(o) => EnvRecord::Observation {
+                obs_type: o.obs_type.to_string(),
+                tool_name: o.tool_name.clone(),
+                file_path: o.file_path.clone(),
+                rel_path: o.rel_path.clone(),
+                content: o.content.clone(),
+                metadata: o.metadata.clone(),
+                tool_use_id: o.tool_use_id.clone(),
+            },
+            Record::Prompt(p) => EnvRecord::Prompt {
+                source: p.source.to_string(),
+                content: p.content.clone(),
+                prompt_uid: p.prompt_uid.clone(),
+            },
+        };
+        let effect = match &ev.effect {
+            SessionEffect::None => EnvEffect::None,
+            SessionEffect::Start {
+                source,
+                model,
+                title,
+                transcript_path,
+            } => EnvEffect::Start {
+                source: source.clone(),
+                model: model.clone(),
+                title: title.clone(),
+                transcript_path: transcript_path.clone(),
+            },
+            SessionEffect::TurnEnd => EnvEffect::TurnEnd,
+            SessionEffect::SubagentEnd => EnvEffect::SubagentEnd,
+            SessionEffect::Compaction => EnvEffect::Compaction,
+            SessionEffect::End { reason } => EnvEffect::End {
+                reason: reason.clone(),
+            },
+        };
+        Some(Envelope {
+            v: VERSION,
+            event_id: ev.event_id.clone(),
+            received_at: ev.received_at,
+            harness: ev.harness.to_string(),
+            session_id: ev.session_id.clone(),
+            cwd: ev.cwd.clone(),
+            project: EnvProject {
+                name: ev.project.name.clone(),
+                root: ev.project.root.clone(),
+                worktree: ev.project.worktree.clone(),
+                branch: ev.project.branch.clone(),
+            },
+            event: EVENTS
+                .iter()
+                .find(|(e, _)| *e == ev.event)
+                .map_or("tool_use", |(_, n)| n)
+                .to_string(),
+            event_name: ev.event_name.clone(),
+            record,
+            effect,
+            thoughts: ev
+                .thoughts
+                .iter()
+                .map(|t| EnvThought {
+                    uid: t.uid.clone(),
+                    timestamp: t.timestamp,
+                    content: t.content.clone(),
+                })
+                .collect(),
+            redactions: ev.redactions,
+        })
+    }
+
+    pub fn to_bytes(&self) -> Vec<u8> {
+        serde_json::to_vec(self).expect("an envelope serialises")
+    }
+
+    /// Parse and check an envelope received from another device.
+    pub fn from_bytes(b: &[u8]) -> Result<Envelope, String> {
+        let e: Envelope =
+            serde_json::from_slice(b).map_err(|e| format!("not an nmem event envelope: {e}"))?;
+        if e.v > VERSION {
+            return Err(format!(
+                "an event of envelope version {} (this nmem reads up to {VERSION}): upgrade nmem \
+                 on this device",
+                e.v
+            ));
+        }
+        Ok(e)
+    }
+
+    /// The event the writer stores for this envelope.
+    pub fn into_prepared(self) -> Result<Prepared, String> {
+        let harness: &'static str = if self.harness == "nmem" {
+            "nmem"
+        } else {
+            Harness::parse(&self.harness)
+                .ok_or_else(|| format!("unknown harness `{}`: upgrade nmem", self.harness))?
+                .as_str()
+        };
+        let event = EVENTS
+            .iter()
+            .find(|(_, n)| *n == self.event)
+            .map(|(e, _)| *e)
+            .ok_or_else(|| format!("unknown event `{}`: upgrade nmem", self.event))?;
+        let record = match self.record {
+            EnvRecord::Observation {
+                obs_type,
+                tool_name,
+                file_path,
+                rel_path,
+                content,
+                metadata,
+                tool_use_id,
+            } => Record::Observation(Obs {
+                obs_type: nmem_proto::obs::ObsType::from_name(&obs_type)
+                    .ok_or_else(|| format!("unknown observation type `{obs_type}`: upgrade nmem"))?
+                    .name(),
+                tool_name,
+                file_path,
+                rel_path,
+                content,
+                metadata,
+                tool_use_id,
+                dedup_target: None,
+            }),
+            EnvRecord::Prompt {
+                source,
+                content,
+                prompt_uid,
+            } => Record::Prompt(NewPrompt {
+                source: PROMPT_SOURCES
+                    .into_iter()
+                    .find(|s| *s == source)
+                    .ok_or_else(|| format!("unknown prompt source `{source}`: upgrade nmem"))?,
+                content,
+                prompt_uid,
+            }),
+        };
+        let effect = match self.effect {
+            EnvEffect::None => SessionEffect::None,
+            EnvEffect::Start {
+                source,
+                model,
+                title,
+                transcript_path,
+            } => SessionEffect::Start {
+                source,
+                model,
+                title,
+                transcript_path,
+            },
+            EnvEffect::TurnEnd => SessionEffect::TurnEnd,
+            EnvEffect::SubagentEnd => SessionEffect::SubagentEnd,
+            EnvEffect::Compaction => SessionEffect::Compaction,
+            EnvEffect::End { reason } => SessionEffect::End { reason },
+        };
+        Ok(Prepared {
+            event_id: self.event_id,
+            received_at: self.received_at,
+            harness,
+            session_id: self.session_id,
+            cwd: self.cwd,
+            project: Project {
+                name: self.project.name,
+                root: self.project.root,
+                worktree: self.project.worktree,
+                // Another machine's git directory means nothing here.
+                git_dir: None,
+                branch: self.project.branch,
+            },
+            event,
+            event_name: self.event_name,
+            record,
+            effect,
+            thoughts: self
+                .thoughts
+                .into_iter()
+                .map(|t| Thought {
+                    uid: t.uid,
+                    timestamp: t.timestamp,
+                    content: t.content,
+                })
+                .collect(),
+            // Never: the transcript is on the other machine.
+            transcript_offset: None,
+            redactions: self.redactions,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn observation(content: &str) -> Prepared {
+        Prepared {
+            event_id: "e1".into(),
+            received_at: 1_700_000_000_000,
+            harness: "claude-code",
+            session_id: "s1".into(),
+            cwd: "/home/dev/app".into(),
+            project: Project {
+                name: "app".into(),
+                root: "/home/dev/app".into(),
+                ..Default::default()
+            },
+            event: Event::ToolUse,
+            event_name: "PostToolUse".into(),
+            record: Record::Observation(Obs {
+                obs_type: "command",
+                tool_name: Some("Bash".into()),
+                content: content.into(),
+                ..Default::default()
+            }),
+            effect: SessionEffect::None,
+            thoughts: vec![],
+            transcript_offset: Some(12),
+            redactions: 0,
+        }
+    }
+
+    #[test]
+    fn an_envelope_round_trips() {
+        let ev = observation("cargo test");
+        let env = Envelope::of(&ev).unwrap();
+        let back = Envelope::from_bytes(&env.to_bytes())
+            .unwrap()
+            .into_prepared()
+            .unwrap();
+        assert_eq!(Envelope::of(&back).unwrap(), env);
+        assert_eq!(back.transcript_offset, None);
+    }
+
+    #[test]
+    fn unknown_names_and_newer_versions_are_refused() {
+        let mut env = Envelope::of(&observation("x")).unwrap();
+        env.v = VERSION + 1;
+        let err = Envelope::from_bytes(&env.to_bytes()).unwrap_err();
+        assert!(err.contains("upgrade nmem"), "{err}");
+        let mut env = Envelope::of(&observation("x")).unwrap();
+        env.harness = "vim".into();
+        assert!(env.into_prepared().unwrap_err().contains("unknown harness"));
+    }
+
+    proptest! {
+        /// Hostile bytes are refused with a reason, never a panic.
+        #[test]
+        fn garbage_is_refused(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
+            if let Ok(e) = Envelope::from_bytes(&bytes) {
+                let _ = e.into_prepared();
+            }
+        }
+    }
+}

@@ -1,0 +1,483 @@
+//! Sync: one memory across a user's devices through a PostgreSQL the user provides, end-to-end
+//! encrypted (docs/sync.md is the design; ARCHITECTURE.md "Sync" the invariants).
+//!
+//! * [`log`]: the local tables: identity, the outbound log the writer appends to in each
+//!   event's transaction, pull cursors, origins.
+//! * [`envelope`]: the synced form of an event (the writer's prepared, redacted record).
+//! * [`crypto`]: the space key, its recovery phrase and fingerprint, sealing events.
+//! * [`remote`]: nmem's tables on the server and the statements of push and pull.
+//!
+//! This module runs the rounds: [`run`] is the background task (a round within a second of
+//! new events, backoff while the server is away; capture never waits for it), [`now`] a round
+//! on request, and the commands' handlers.
+
+pub mod crypto;
+pub mod envelope;
+pub mod log;
+pub mod remote;
+
+use crate::app::App;
+use crate::store::writer::WriteError;
+use crypto::{Place, SpaceKey};
+use nmem_proto::sync::{EnableRequest, Enabled, Head, JoinRequest, SyncStatus};
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// Events per upload or download batch (one statement, one local transaction).
+const BATCH: usize = 500;
+/// How often the background task looks for new events, local or remote.
+const POLL: Duration = Duration::from_secs(1);
+/// The longest wait between retries while the server is away.
+const MAX_BACKOFF: Duration = Duration::from_secs(15);
+
+/// The daemon's sync runtime: the connection, what the last round saw, and its counters.
+#[derive(Default)]
+pub struct Sync {
+    /// One round at a time (the background task and `sync now`), holding the connection.
+    round: tokio::sync::Mutex<Option<tokio_postgres::Client>>,
+    seen: Mutex<Seen>,
+    /// Wakes the background task (after `enable`/`join`).
+    wake: tokio::sync::Notify,
+}
+
+#[derive(Default, Clone)]
+struct Seen {
+    heads: Vec<(String, i64)>,
+    /// The server's head for this device, as last read.
+    own_head: i64,
+    pushed: u64,
+    pulled: u64,
+    last_error: Option<String>,
+    last_sync_at: Option<i64>,
+}
+
+/// Read the identity at start: whether the writer logs.
+pub fn init(conn: &rusqlite::Connection) -> rusqlite::Result<()> {
+    let on = log::load(conn)?.is_some_and(|s| s.enabled && !s.cloned);
+    log::ENABLED.store(on, std::sync::atomic::Ordering::Relaxed);
+    Ok(())
+}
+
+fn invalid(msg: impl Into<String>) -> WriteError {
+    WriteError::Invalid(msg.into())
+}
+
+/// The server URL: the request's, else `[sync] url`, else `NMEM_SYNC_URL`.
+fn url_for(app: &App, given: Option<String>) -> Result<String, WriteError> {
+    given
+        .or_else(|| app.config.sync.url.clone())
+        .or_else(|| std::env::var("NMEM_SYNC_URL").ok())
+        .filter(|u| !u.trim().is_empty())
+        .ok_or_else(|| {
+            invalid(
+                "no sync server: give --url postgresql://user@host/database, or set \
+                 [sync] url in config.toml",
+            )
+        })
+}
+
+async fn connect(app: &App, url: &str) -> Result<tokio_postgres::Client, String> {
+    let cfg = remote::config(url, app.config.sync.password_file.as_deref())?;
+    remote::connect(cfg).await
+}
+
+async fn state(app: &App) -> Result<Option<log::State>, WriteError> {
+    app.writer.exec(|c| Ok(log::load(c)?)).await
+}
+
+/// `nmem sync enable`: a new personal space, its key shown once as the recovery phrase.
+pub async fn enable(app: &App, req: EnableRequest) -> Result<Enabled, WriteError> {
+    if let Some(s) = state(app).await?.filter(|s| s.enabled) {
+        return Err(invalid(format!(
+            "sync is already enabled (space {}, key {}): `nmem sync status` shows it; to start \
+             a new space, `nmem sync disable` first",
+            s.space, s.key_id
+        )));
+    }
+    let url = url_for(app, req.url)?;
+    let key = SpaceKey::generate().map_err(|e| invalid(e.to_string()))?;
+    let mut round = app.sync.round.lock().await;
+    let client = connect(app, &url).await.map_err(invalid)?;
+    let check = key.key_check().map_err(|e| invalid(e.to_string()))?;
+    if !remote::create_space(&client, &key.space_id(), &key.key_id(), &check)
+        .await
+        .map_err(invalid)?
+    {
+        // 128 random bits do not collide: a space of this id is this key's already.
+        return Err(invalid(
+            "the server already has this space; nothing changed",
+        ));
+    }
+    let device = crypto::random_id().map_err(|e| invalid(e.to_string()))?;
+    start(app, &device, &key, &url).await?;
+    *round = Some(client);
+    drop(round);
+    app.sync.wake.notify_one();
+    Ok(Enabled {
+        space: key.space_id(),
+        fingerprint: key.key_id(),
+        device,
+        recovery_phrase: Some(key.phrase()),
+    })
+}
+
+async fn start(app: &App, device: &str, key: &SpaceKey, url: &str) -> Result<(), WriteError> {
+    let (device, key, url) = (device.to_string(), key.clone(), url.to_string());
+    app.writer
+        .exec(move |c| Ok(log::start(c, &device, &key, Some(&url))?))
+        .await?;
+    *app.sync.seen.lock().unwrap() = Seen::default();
+    Ok(())
+}
+
+/// `nmem sync join`: this device joins the space of a recovery phrase, verified against the
+/// space's key check before anything changes.
+pub async fn join(app: &App, req: JoinRequest) -> Result<Enabled, WriteError> {
+    let key = SpaceKey::from_phrase(&req.phrase).map_err(|e| invalid(e.to_string()))?;
+    if let Some(s) = state(app).await?.filter(|s| s.enabled) {
+        if s.space == key.space_id() && !s.cloned {
+            return Err(invalid(format!(
+                "this device is in that space already (device {})",
+                s.device
+            )));
+        }
+        if !s.cloned {
+            return Err(invalid(format!(
+                "sync is enabled for another space ({}): `nmem sync disable` first",
+                s.space
+            )));
+        }
+    }
+    let url = url_for(app, req.url)?;
+    let mut round = app.sync.round.lock().await;
+    let client = connect(app, &url).await.map_err(invalid)?;
+    match remote::space(&client, &key.space_id())
+        .await
+        .map_err(invalid)?
+    {
+        None => {
+            return Err(invalid(
+                "wrong recovery phrase: the server holds no space for it (check the words, and \
+                 that --url names the server `nmem sync enable` used); nothing changed",
+            ))
+        }
+        Some((key_id, check)) if key_id != key.key_id() || !key.verify_check(&check) => {
+            return Err(invalid(
+                "wrong recovery phrase: it does not open the space's key check; nothing changed",
+            ))
+        }
+        Some(_) => {}
+    }
+    let device = crypto::random_id().map_err(|e| invalid(e.to_string()))?;
+    start(app, &device, &key, &url).await?;
+    *round = Some(client);
+    drop(round);
+    app.sync.wake.notify_one();
+    Ok(Enabled {
+        space: key.space_id(),
+        fingerprint: key.key_id(),
+        device,
+        recovery_phrase: None,
+    })
+}
+
+/// `nmem sync disable`: stop logging and syncing (the identity and the log are kept).
+pub async fn disable(app: &App) -> Result<SyncStatus, WriteError> {
+    if state(app).await?.is_none_or(|s| !s.enabled) {
+        return Err(invalid("sync is not enabled; nothing changed"));
+    }
+    app.writer.exec(|c| Ok(log::set_enabled(c, false)?)).await?;
+    *app.sync.round.lock().await = None;
+    status(app).await
+}
+
+/// `nmem sync status`.
+pub async fn status(app: &App) -> Result<SyncStatus, WriteError> {
+    let (st, local_seq, cursors) = app
+        .writer
+        .exec(|c| {
+            let st = log::load(c)?;
+            let local = log::local_seq(c)?;
+            let cursors = match &st {
+                Some(s) => log::cursors(c, &s.space)?,
+                None => Default::default(),
+            };
+            Ok((st, local, cursors))
+        })
+        .await?;
+    let seen = app.sync.seen.lock().unwrap().clone();
+    let Some(st) = st else {
+        return Ok(SyncStatus::default());
+    };
+    let heads = seen
+        .heads
+        .iter()
+        .map(|(d, seq)| Head {
+            device: d.clone(),
+            seq: *seq,
+            applied: if *d == st.device {
+                seen.own_head
+            } else {
+                cursors.get(d).copied().unwrap_or(0)
+            },
+        })
+        .collect();
+    Ok(SyncStatus {
+        last_error: seen
+            .last_error
+            .or_else(|| st.cloned.then(|| cloned_message(&st.device))),
+        enabled: st.enabled,
+        space: Some(st.space),
+        fingerprint: Some(st.key_id),
+        device: Some(st.device),
+        url: st.url.as_deref().map(remote::shown),
+        local_seq,
+        pending: (local_seq - seen.own_head).max(0),
+        heads,
+        pulled: seen.pulled,
+        pushed: seen.pushed,
+        cloned: st.cloned,
+        last_sync_at: seen.last_sync_at,
+    })
+}
+
+fn cloned_message(device: &str) -> String {
+    format!(
+        "cloned device: another home syncs as device {device} (a copied NMEM_HOME), and the \
+         server holds events of this device that this home did not write; syncing stopped and \
+         nothing was overwritten. Run `nmem sync disable`, then `nmem sync join` in one of the \
+         two homes to give it a device of its own"
+    )
+}
+
+/// `nmem sync now`: one round at once; its error (if any) is the reply's.
+pub async fn now(app: &App) -> Result<SyncStatus, WriteError> {
+    if state(app).await?.is_none_or(|s| !s.enabled) {
+        return Err(invalid(
+            "sync is not enabled: `nmem sync enable` or `nmem sync join` first",
+        ));
+    }
+    round(app).await.map_err(invalid)?;
+    status(app).await
+}
+
+/// The background task: a round every [`POLL`] (sooner when woken), backing off while rounds
+/// fail. Runs whatever the state; does nothing while sync is disabled.
+pub async fn run(app: std::sync::Arc<App>, mut stop: tokio::sync::watch::Receiver<bool>) {
+    let mut wait = POLL;
+    loop {
+        tokio::select! {
+            _ = stop.changed() => break,
+            _ = app.sync.wake.notified() => {}
+            _ = tokio::time::sleep(wait) => {}
+        }
+        if *stop.borrow() {
+            break;
+        }
+        if !log::ENABLED.load(std::sync::atomic::Ordering::Relaxed) {
+            wait = POLL;
+            continue;
+        }
+        wait = match round(&app).await {
+            Ok(()) => POLL,
+            Err(e) => {
+                tracing::warn!("sync: {e} (retrying in {:?})", (wait * 2).min(MAX_BACKOFF));
+                (wait * 2).min(MAX_BACKOFF)
+            }
+        };
+    }
+}
+
+/// One push and pull. Its error is also kept as `last_error`.
+async fn round(app: &App) -> Result<(), String> {
+    let mut conn = app.sync.round.lock().await;
+    let result = round_on(app, &mut conn).await;
+    let mut seen = app.sync.seen.lock().unwrap();
+    match &result {
+        Ok(()) => {
+            seen.last_error = None;
+            seen.last_sync_at = Some(nmem_proto::now_ms());
+        }
+        Err(e) => {
+            seen.last_error = Some(e.clone());
+            // A connection that failed is not trusted again.
+            *conn = None;
+        }
+    }
+    result
+}
+
+async fn round_on(app: &App, conn: &mut Option<tokio_postgres::Client>) -> Result<(), String> {
+    let st = state(app)
+        .await
+        .map_err(|e| e.to_string())?
+        .ok_or("sync is not enabled")?;
+    if !st.enabled {
+        return Ok(());
+    }
+    if st.cloned {
+        return Err(cloned_message(&st.device));
+    }
+    if conn.as_ref().is_none_or(|c| c.is_closed()) {
+        let url = match st.url.clone() {
+            Some(u) => u,
+            None => url_for(app, None).map_err(|e| e.to_string())?,
+        };
+        *conn = Some(connect(app, &url).await?);
+    }
+    let client = conn.as_ref().expect("connected above");
+    push(app, client, &st).await?;
+    pull(app, client, &st).await
+}
+
+/// Upload this device's events above the server's head for it, each counted only once read
+/// back. The server holding something else under this device's id stops everything.
+async fn push(app: &App, client: &tokio_postgres::Client, st: &log::State) -> Result<(), String> {
+    let mut head = remote::head(client, &st.space, &st.device).await?;
+    let local = app
+        .writer
+        .exec(|c| Ok(log::local_seq(c)?))
+        .await
+        .map_err(|e| e.to_string())?;
+    // What the server holds of this device must be what this home wrote: check the last
+    // sequence number both have. A server ahead of this home is another home's doing.
+    let both = head.min(local);
+    if head > local {
+        return Err(mark_cloned(app, st).await);
+    }
+    if both > 0 {
+        let mine = app
+            .writer
+            .exec(move |c| Ok(log::event_at(c, both)?))
+            .await
+            .map_err(|e| e.to_string())?;
+        let theirs = remote::read_back(client, &st.space, &st.device, &[both]).await?;
+        let mine = mine.map(|id| st.key.server_event_id(&id));
+        if theirs.get(&both) != mine.as_ref() {
+            return Err(mark_cloned(app, st).await);
+        }
+    }
+    app.sync.seen.lock().unwrap().own_head = head;
+    loop {
+        let batch = app
+            .writer
+            .exec(move |c| Ok(log::outbox(c, head, BATCH)?))
+            .await
+            .map_err(|e| e.to_string())?;
+        let Some(last) = batch.last().map(|b| b.0) else {
+            return Ok(());
+        };
+        let mut out = Vec::with_capacity(batch.len());
+        for (seq, id, envelope) in &batch {
+            let event_id = st.key.server_event_id(id);
+            let place = Place {
+                space: &st.space,
+                device: &st.device,
+                seq: *seq,
+                event_id: &event_id,
+                key_id: &st.key_id,
+            };
+            let sealed = st.key.seal(&place, envelope).map_err(|e| e.to_string())?;
+            out.push(remote::Outgoing {
+                seq: *seq,
+                event_id,
+                sealed,
+            });
+        }
+        let stored = remote::push(client, &st.space, &st.device, &st.key_id, &out).await?;
+        let mut acked = 0;
+        for o in &out {
+            match stored.get(&o.seq) {
+                Some(id) if *id == o.event_id => acked += 1,
+                Some(_) => return Err(mark_cloned(app, st).await),
+                // The event id is on the server under another (device, seq): the same event
+                // recorded in two homes (an import run in both). It is there once; go on.
+                None => tracing::warn!(
+                    "sync: event {} of seq {} is on the server already under another device",
+                    o.event_id,
+                    o.seq
+                ),
+            }
+        }
+        head = last;
+        let mut seen = app.sync.seen.lock().unwrap();
+        seen.own_head = head;
+        seen.pushed += acked;
+    }
+}
+
+async fn mark_cloned(app: &App, st: &log::State) -> String {
+    if let Err(e) = app.writer.exec(|c| Ok(log::set_cloned(c)?)).await {
+        tracing::error!("sync: recording the cloned state failed: {e}");
+    }
+    log::ENABLED.store(false, std::sync::atomic::Ordering::Relaxed);
+    let msg = cloned_message(&st.device);
+    tracing::error!("sync: {msg}");
+    msg
+}
+
+/// Download what other devices wrote past this device's cursors, and store it through the
+/// writer with the cursor, one transaction per batch.
+async fn pull(app: &App, client: &tokio_postgres::Client, st: &log::State) -> Result<(), String> {
+    let heads = remote::heads(client, &st.space).await?;
+    app.sync.seen.lock().unwrap().heads = heads.clone();
+    let space = st.space.clone();
+    let mut cursors = app
+        .writer
+        .exec(move |c| Ok(log::cursors(c, &space)?))
+        .await
+        .map_err(|e| e.to_string())?;
+    for (device, head) in heads {
+        if device == st.device {
+            continue;
+        }
+        let mut cursor = cursors.remove(&device).unwrap_or(0);
+        while cursor < head {
+            let rows = remote::fetch(client, &st.space, &device, cursor, BATCH as i64).await?;
+            let Some(through) = rows.last().map(|r| r.seq) else {
+                break;
+            };
+            let mut events = Vec::with_capacity(rows.len());
+            for r in rows {
+                let Some(sealed) = r.sealed else {
+                    // Nulled by its owner (a forget, later work): nothing to store.
+                    continue;
+                };
+                let place = Place {
+                    space: &st.space,
+                    device: &device,
+                    seq: r.seq,
+                    event_id: &r.event_id,
+                    key_id: &r.key_id,
+                };
+                let plain = st.key.open(&place, &sealed).map_err(|e| {
+                    format!(
+                        "event {} of device {device}: {e}; pulling stopped there",
+                        r.seq
+                    )
+                })?;
+                let mut ev = envelope::Envelope::from_bytes(&plain)
+                    .and_then(|e| e.into_prepared())
+                    .map_err(|e| {
+                        format!(
+                            "event {} of device {device}: {e}; pulling stopped there",
+                            r.seq
+                        )
+                    })?;
+                // Inbound events pass this device's redactor too (its own patterns).
+                if app.ingest.redactor.apply(&mut ev) {
+                    events.push((r.seq, ev));
+                }
+            }
+            let (space, dev) = (st.space.clone(), device.clone());
+            let n = events.len() as u64;
+            app.writer
+                .exec(move |c| Ok(log::apply_inbound(c, &space, &dev, &events, through)?))
+                .await
+                .map_err(|e| e.to_string())?;
+            app.sync.seen.lock().unwrap().pulled += n;
+            cursor = through;
+        }
+    }
+    Ok(())
+}

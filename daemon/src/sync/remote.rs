@@ -1,0 +1,402 @@
+//! The server side of sync: nmem's tables on the user's PostgreSQL, and the few statements
+//! push and pull need. The server stores only what [`super::crypto`] lets it see: space, device,
+//! sequence number, an opaque event id, the key id, sizes, times and ciphertext.
+//!
+//! Connections: TLS (rustls, the web PKI roots, certificates verified) for every host but a
+//! loopback address or a Unix socket folder, which may go plain.
+
+use std::net::IpAddr;
+use std::str::FromStr;
+use tokio_postgres::config::{Host, SslMode};
+use tokio_postgres::{Client, Config};
+
+/// The server schema's migrations, in order; `nmem_schema_version` records those applied.
+/// Append only: a server is shared by every device of every nmem version that syncs to it.
+const MIGRATIONS: &[&str] = &[
+    // 1: spaces with their key check, the event log, and (for team spaces, later) members with
+    // their wrapped keys.
+    "CREATE TABLE spaces (
+        space       text PRIMARY KEY,
+        kind        text NOT NULL DEFAULT 'personal',
+        key_id      text NOT NULL,
+        key_check   bytea NOT NULL,
+        created_at  timestamptz NOT NULL DEFAULT now()
+    );
+    CREATE TABLE events (
+        space       text NOT NULL REFERENCES spaces(space),
+        device      text NOT NULL,
+        seq         bigint NOT NULL CHECK (seq > 0),
+        event_id    text NOT NULL UNIQUE,
+        key_id      text NOT NULL,
+        size        integer NOT NULL,
+        created_at  timestamptz NOT NULL DEFAULT now(),
+        ciphertext  bytea,
+        PRIMARY KEY (space, device, seq)
+    );
+    CREATE TABLE members (
+        space        text NOT NULL REFERENCES spaces(space),
+        member       text NOT NULL,
+        public_key   text NOT NULL,
+        key_id       text,
+        wrapped_key  bytea,
+        added_at     timestamptz NOT NULL DEFAULT now(),
+        PRIMARY KEY (space, member)
+    );",
+];
+
+/// An error talking to the server, said for a person (no password in it).
+pub type RemoteError = String;
+
+fn pg(what: &str) -> impl Fn(tokio_postgres::Error) -> RemoteError + '_ {
+    move |e| {
+        // The server's own message (a DbError) says the most; the Display of the outer error
+        // is often only "db error".
+        let detail = e
+            .as_db_error()
+            .map(|d| d.message().to_string())
+            .unwrap_or_else(|| {
+                let mut s = e.to_string();
+                let mut src = std::error::Error::source(&e);
+                while let Some(inner) = src {
+                    s.push_str(": ");
+                    s.push_str(&inner.to_string());
+                    src = inner.source();
+                }
+                s
+            });
+        format!("{what}: {detail}")
+    }
+}
+
+/// Whether a host may be reached without TLS.
+pub fn is_local(host: &Host) -> bool {
+    match host {
+        Host::Unix(_) => true,
+        Host::Tcp(h) => {
+            h == "localhost"
+                || h.trim_start_matches('[')
+                    .trim_end_matches(']')
+                    .parse::<IpAddr>()
+                    .is_ok_and(|ip| ip.is_loopback())
+        }
+    }
+}
+
+/// Parse a server URL, adding the password from `password_file` when given.
+pub fn config(url: &str, password_file: Option<&std::path::Path>) -> Result<Config, RemoteError> {
+    let mut cfg = Config::from_str(url).map_err(|e| {
+        format!(
+            "the sync url is not a PostgreSQL connection string ({e}): write it as \
+             postgresql://user@host:port/database"
+        )
+    })?;
+    if cfg.get_hosts().is_empty() {
+        return Err(
+            "the sync url names no host: write it as postgresql://user@host:port/database".into(),
+        );
+    }
+    if let Some(f) = password_file {
+        let text = std::fs::read_to_string(f)
+            .map_err(|e| format!("cannot read the sync password file {}: {e}", f.display()))?;
+        cfg.password(text.lines().next().unwrap_or("").trim_end());
+    }
+    Ok(cfg)
+}
+
+/// The URL for status and messages: its password replaced.
+pub fn shown(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            let auth = &url[scheme + 3..at];
+            match auth.find(':') {
+                Some(colon) => format!("{}:***{}", &url[..scheme + 3 + colon], &url[at..]),
+                None => url.to_string(),
+            }
+        }
+        _ => url
+            .split_whitespace()
+            .map(|kv| {
+                if kv.starts_with("password=") {
+                    "password=***"
+                } else {
+                    kv
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(" "),
+    }
+}
+
+/// Connect (TLS unless every host is local) and bring nmem's tables up to date.
+pub async fn connect(mut cfg: Config) -> Result<Client, RemoteError> {
+    cfg.connect_timeout(std::time::Duration::from_secs(10));
+    cfg.application_name("nmemd");
+    let local = cfg.get_hosts().iter().all(is_local);
+    let client = if local {
+        let (client, conn) = cfg
+            .connect(tokio_postgres::NoTls)
+            .await
+            .map_err(pg("cannot connect to the sync server"))?;
+        tokio::spawn(async move {
+            if let Err(e) = conn.await {
+                tracing::debug!("sync connection closed: {e}");
+            }
+        });
+        client
+    } else {
+        cfg.ssl_mode(SslMode::Require);
+        let roots = rustls::RootCertStore {
+            roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+        };
+        let tls = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .map_err(|e| format!("TLS set-up failed: {e}"))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+        let (client, conn) = cfg
+            .connect(tokio_postgres_rustls::MakeRustlsConnect::new(tls))
+            .await
+            .map_err(pg("cannot connect to the sync server over TLS"))?;
+        tokio::spawn(async move {
+            if let Err(e) = conn.await {
+                tracing::debug!("sync connection closed: {e}");
+            }
+        });
+        client
+    };
+    migrate(&client).await?;
+    Ok(client)
+}
+
+/// Apply the migrations this server lacks, under an advisory lock (two devices may connect to
+/// a new server at once).
+async fn migrate(client: &Client) -> Result<(), RemoteError> {
+    let e = pg("migrating the sync server's tables");
+    client
+        .batch_execute(
+            "BEGIN;
+             SELECT pg_advisory_xact_lock(7356231098);
+             CREATE TABLE IF NOT EXISTS nmem_schema_version (
+                 version integer PRIMARY KEY,
+                 applied_at timestamptz NOT NULL DEFAULT now()
+             );",
+        )
+        .await
+        .map_err(&e)?;
+    let result = async {
+        let have: i32 = client
+            .query_one(
+                "SELECT COALESCE(MAX(version), 0) FROM nmem_schema_version",
+                &[],
+            )
+            .await?
+            .get(0);
+        if have as usize > MIGRATIONS.len() {
+            return Ok(Some(have));
+        }
+        for (i, sql) in MIGRATIONS.iter().enumerate().skip(have as usize) {
+            client.batch_execute(sql).await?;
+            client
+                .execute(
+                    "INSERT INTO nmem_schema_version (version) VALUES ($1)",
+                    &[&(i as i32 + 1)],
+                )
+                .await?;
+        }
+        Ok::<_, tokio_postgres::Error>(None)
+    }
+    .await;
+    match result {
+        Ok(None) => client.batch_execute("COMMIT").await.map_err(&e),
+        Ok(Some(v)) => {
+            let _ = client.batch_execute("ROLLBACK").await;
+            // Newer tables are a superset by design (append-only migrations): use them.
+            tracing::info!("the sync server's schema is version {v}, newer than this nmem's");
+            Ok(())
+        }
+        Err(err) => {
+            let _ = client.batch_execute("ROLLBACK").await;
+            Err(e(err))
+        }
+    }
+}
+
+/// The key check of `space`, if the server has it: (key id, record).
+pub async fn space(client: &Client, space: &str) -> Result<Option<(String, Vec<u8>)>, RemoteError> {
+    let row = client
+        .query_opt(
+            "SELECT key_id, key_check FROM spaces WHERE space = $1",
+            &[&space],
+        )
+        .await
+        .map_err(pg("reading the space"))?;
+    Ok(row.map(|r| (r.get(0), r.get(1))))
+}
+
+/// Create `space` with its key check; false when it exists already (left as it is).
+pub async fn create_space(
+    client: &Client,
+    space: &str,
+    key_id: &str,
+    key_check: &[u8],
+) -> Result<bool, RemoteError> {
+    let n = client
+        .execute(
+            "INSERT INTO spaces (space, key_id, key_check) VALUES ($1, $2, $3)
+             ON CONFLICT (space) DO NOTHING",
+            &[&space, &key_id, &key_check],
+        )
+        .await
+        .map_err(pg("creating the space"))?;
+    Ok(n == 1)
+}
+
+/// The highest sequence number the server holds for `device` (0: none).
+pub async fn head(client: &Client, space: &str, device: &str) -> Result<i64, RemoteError> {
+    Ok(client
+        .query_one(
+            "SELECT COALESCE(MAX(seq), 0) FROM events WHERE space = $1 AND device = $2",
+            &[&space, &device],
+        )
+        .await
+        .map_err(pg("reading this device's head"))?
+        .get(0))
+}
+
+/// Every device's head in `space`.
+pub async fn heads(client: &Client, space: &str) -> Result<Vec<(String, i64)>, RemoteError> {
+    let rows = client
+        .query(
+            "SELECT device, MAX(seq) FROM events WHERE space = $1 GROUP BY device ORDER BY device",
+            &[&space],
+        )
+        .await
+        .map_err(pg("reading the devices' heads"))?;
+    Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+}
+
+/// A sealed event bound for the server.
+pub struct Outgoing {
+    pub seq: i64,
+    pub event_id: String,
+    pub sealed: Vec<u8>,
+}
+
+/// Insert a batch (existing rows are left alone), then read back which event id each of its
+/// sequence numbers holds: only that read-back counts an event as sent.
+pub async fn push(
+    client: &Client,
+    space: &str,
+    device: &str,
+    key_id: &str,
+    batch: &[Outgoing],
+) -> Result<std::collections::HashMap<i64, String>, RemoteError> {
+    let seqs: Vec<i64> = batch.iter().map(|o| o.seq).collect();
+    let ids: Vec<&str> = batch.iter().map(|o| o.event_id.as_str()).collect();
+    let sizes: Vec<i32> = batch.iter().map(|o| o.sealed.len() as i32).collect();
+    let sealed: Vec<&[u8]> = batch.iter().map(|o| o.sealed.as_slice()).collect();
+    client
+        .execute(
+            "INSERT INTO events (space, device, seq, event_id, key_id, size, ciphertext)
+             SELECT $1, $2, s, e, $3, z, c
+             FROM unnest($4::bigint[], $5::text[], $6::int[], $7::bytea[]) AS t(s, e, z, c)
+             ON CONFLICT DO NOTHING",
+            &[&space, &device, &key_id, &seqs, &ids, &sizes, &sealed],
+        )
+        .await
+        .map_err(pg("uploading events"))?;
+    read_back(client, space, device, &seqs).await
+}
+
+/// The event id the server holds at each of `seqs` of `device`.
+pub async fn read_back(
+    client: &Client,
+    space: &str,
+    device: &str,
+    seqs: &[i64],
+) -> Result<std::collections::HashMap<i64, String>, RemoteError> {
+    let rows = client
+        .query(
+            "SELECT seq, event_id FROM events WHERE space = $1 AND device = $2 AND seq = ANY($3)",
+            &[&space, &device, &seqs],
+        )
+        .await
+        .map_err(pg("reading uploaded events back"))?;
+    Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+}
+
+/// A sealed event from the server.
+pub struct Incoming {
+    pub seq: i64,
+    pub event_id: String,
+    pub key_id: String,
+    pub sealed: Option<Vec<u8>>,
+}
+
+/// Up to `limit` events of `device` after `after`, in order.
+pub async fn fetch(
+    client: &Client,
+    space: &str,
+    device: &str,
+    after: i64,
+    limit: i64,
+) -> Result<Vec<Incoming>, RemoteError> {
+    let rows = client
+        .query(
+            "SELECT seq, event_id, key_id, ciphertext FROM events
+             WHERE space = $1 AND device = $2 AND seq > $3 ORDER BY seq LIMIT $4",
+            &[&space, &device, &after, &limit],
+        )
+        .await
+        .map_err(pg("downloading events"))?;
+    Ok(rows
+        .iter()
+        .map(|r| Incoming {
+            seq: r.get(0),
+            event_id: r.get(1),
+            key_id: r.get(2),
+            sealed: r.get(3),
+        })
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_and_sockets_are_local_and_nothing_else_is() {
+        let hosts = |url: &str| config(url, None).unwrap().get_hosts().to_vec();
+        assert!(hosts("postgresql://u@127.0.0.1:5432/db")
+            .iter()
+            .all(is_local));
+        assert!(hosts("postgresql://u@localhost/db").iter().all(is_local));
+        assert!(hosts("postgresql://u@[::1]:5432/db").iter().all(is_local));
+        assert!(hosts("host=/run/postgresql user=u").iter().all(is_local));
+        assert!(!hosts("postgresql://u@db.example.com/db")
+            .iter()
+            .all(is_local));
+        assert!(!hosts("postgresql://u@10.0.0.5/db").iter().all(is_local));
+    }
+
+    #[test]
+    fn a_bad_url_says_how_to_write_one() {
+        let e = config("http://[nonsense", None).unwrap_err();
+        assert!(e.contains("postgresql://user@host"), "{e}");
+    }
+
+    #[test]
+    fn passwords_are_not_shown() {
+        assert_eq!(
+            shown("postgresql://me:s3cret@db.example.com/nmem"),
+            "postgresql://me:***@db.example.com/nmem"
+        );
+        assert_eq!(shown("postgresql://me@db/nmem"), "postgresql://me@db/nmem");
+        assert_eq!(
+            shown("host=db user=me password=s3cret"),
+            "host=db user=me password=***"
+        );
+    }
+}
