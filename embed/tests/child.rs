@@ -1,6 +1,6 @@
 //! The real `nmem-embed` binary driven through `EmbedChild`, as nmemd drives it.
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::path::Path;

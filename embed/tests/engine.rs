@@ -1,7 +1,7 @@
 //! The candle engine in process, on the committed tiny model, against the golden vectors that
 //! make_tiny_bert.py computed in plain Python.
 
-mod common;
+use crate::common;
 
 use common::{assert_close, golden, tiny_model};
 use nmem_embed::engine::BertEmbedder;

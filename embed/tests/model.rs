@@ -1,6 +1,6 @@
 //! Model folders: import from folders and wheels, ids, refusals, list/active/remove, verify.
 
-mod common;
+use crate::common;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;

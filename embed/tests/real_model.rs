@@ -2,7 +2,7 @@
 //! imported here) or `NMEM_MODEL_DIR` (a model folder). Skipped otherwise, unless
 //! `NMEM_REQUIRE_ALL=1`.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -444,7 +444,7 @@ fn a_crash_mid_sync_loses_and_duplicates_nothing() {
 
 /// The sync lag between two homes: 10,000 events recorded on A until B holds them all, and the
 /// server's bytes per event. Prints figures; run with
-/// `cargo test --release -p nmem-e2e --test sync -- --ignored --nocapture sync_lag`.
+/// `cargo test --release -p nmem-e2e --test e2e -- --ignored --nocapture sync::sync_lag`.
 #[test]
 #[ignore]
 fn sync_lag_figures() {
