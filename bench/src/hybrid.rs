@@ -188,7 +188,7 @@ pub fn queries(
         times.sort();
         let key = if project.is_null() { "all" } else { "project" };
         println!(
-            "{:<48} p50 {:>7.3} ms  p99 {:>7.3} ms  max {:>7.3} ms",
+            "{:<48} p50 {:>7.3} ms  p99 {:>7.3} ms  max {:>7.3} ms  (budget p50 <= 15 ms, p99 <= 50 ms)",
             format!("hybrid search, {scope} [{tag}, {observations} obs]"),
             ms(pct(&times, 0.5)),
             ms(pct(&times, 0.99)),

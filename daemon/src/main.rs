@@ -18,6 +18,8 @@ Environment:
   NMEM_DB      the database file
   NMEM_SOCKET  the socket path
   NMEM_LOG     log filter (default: info), e.g. debug or nmem_daemon=trace
+  NMEM_SQL_TRACE=1  log every SQL statement with SQLite's counters (VM steps, time) and each
+               full-text search's query plan, for diagnosis (slow: not for normal use)
 
 Check on it with `nmemctl status`.";
 

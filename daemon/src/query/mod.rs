@@ -3,6 +3,7 @@
 //! connection; only `save_memory` goes through the writer.
 
 pub mod bounds;
+mod by_id;
 mod fts_query;
 mod memory;
 mod recent;

@@ -768,6 +768,7 @@ impl Plan {
         self.common("o", &mut sql, &mut args);
         self.obs_filters(types, &mut sql, &mut args);
         sql.push_str(&format!(" ORDER BY {} LIMIT {want}", self.order_sql("o")));
+        filtered(bits, || crate::store::sql_trace::explain(c, &sql, &args));
         let mut stmt = c.prepare_cached(&sql).map_err(fts_error)?;
         filtered(bits, || {
             let rows = stmt
@@ -910,6 +911,7 @@ impl Plan {
             args.push(Sql::Text(sources[0].to_string()));
         }
         sql.push_str(&format!(" ORDER BY {} LIMIT {want}", self.order_sql("p")));
+        filtered(bits, || crate::store::sql_trace::explain(c, &sql, &args));
         let mut stmt = c.prepare_cached(&sql).map_err(fts_error)?;
         filtered(bits, || {
             let rows = stmt
@@ -919,7 +921,8 @@ impl Plan {
         })
     }
 
-    /// Read candidates by id, with every filter applied (the project included).
+    /// Read candidates by id, with every filter applied (the project included), looked up by
+    /// id whatever the filters ([`super::by_id`]).
     fn fetch(&self, c: &Connection, keys: &[Key]) -> Result<Vec<SearchHit>, QueryError> {
         let mut out = Vec::new();
         let obs: Vec<i64> = keys.iter().filter(|k| !k.prompt).map(|k| k.id).collect();
@@ -932,10 +935,7 @@ impl Plan {
         let wants_obs = self.types.is_empty() || !obs_types.is_empty();
         for chunk in obs.chunks(500).filter(|_| wants_obs) {
             let mut args: Vec<Sql> = chunk.iter().map(|&i| Sql::Integer(i)).collect();
-            let mut sql = format!(
-                "SELECT {OBS_HIT}, 0.0 FROM observations o WHERE o.id IN ({})",
-                vec!["?"; chunk.len()].join(", ")
-            );
+            let mut sql = super::by_id::select(OBS_HIT, "observations", "o", chunk.len());
             if let Some(p) = &self.project {
                 sql.push_str(" AND o.project = ?");
                 args.push(Sql::Text(p.clone()));
@@ -954,10 +954,7 @@ impl Plan {
         for chunk in prompts.chunks(500).filter(|_| sources.is_some()) {
             let sources = sources.as_deref().unwrap_or_default();
             let mut args: Vec<Sql> = chunk.iter().map(|&i| Sql::Integer(i)).collect();
-            let mut sql = format!(
-                "SELECT {PROMPT_HIT}, 0.0 FROM prompts p WHERE p.id IN ({})",
-                vec!["?"; chunk.len()].join(", ")
-            );
+            let mut sql = super::by_id::select(PROMPT_HIT, "prompts", "p", chunk.len());
             if let Some(p) = &self.project {
                 sql.push_str(" AND p.project = ?");
                 args.push(Sql::Text(p.clone()));

@@ -2,7 +2,8 @@
 //! ([`writer`]), the read-only connections that serve queries ([`readers`]), deferred full-text
 //! indexing ([`fts`]) and the identifier words it indexes besides the text ([`terms`]);
 //! the follow-ups of its inserts that were triggers until migration 011 ([`follow`]);
-//! [`bm25`], FTS5's ranking function with each phrase's row count remembered per index state.
+//! [`bm25`], FTS5's ranking function with each phrase's row count remembered per index state;
+//! [`sql_trace`], per-statement SQLite counters for diagnosis (`NMEM_SQL_TRACE`).
 
 pub mod bm25;
 pub mod follow;
@@ -10,6 +11,7 @@ pub mod fts;
 pub mod project_ids;
 pub mod readers;
 pub mod schema;
+pub mod sql_trace;
 pub mod terms;
 pub mod upgrade;
 pub mod writer;

@@ -115,6 +115,7 @@ impl Readers {
         let conn = super::schema::open_reader(&self.path)?;
         super::bm25::register(&conn, self.docfreq.clone())?;
         super::project_ids::register(&conn)?;
+        super::sql_trace::install(&conn);
         Ok(conn)
     }
 

@@ -128,6 +128,7 @@ pub fn open_writer(path: &Path) -> Result<Connection, OpenError> {
         .map_err(sql)?;
     // The full-text triggers compute the identifier words of a changed row.
     super::terms::register(&conn).map_err(sql)?;
+    super::sql_trace::install(&conn);
     migrations()
         .to_latest(&mut conn)
         .map_err(|source| OpenError::Migrate {
