@@ -4,6 +4,7 @@
 
 pub mod bounds;
 mod fts_query;
+mod intent;
 mod memory;
 mod recent;
 mod search;
