@@ -174,6 +174,16 @@ pub struct SearchConfig {
     /// Factor on the fused score of session markers (start, resume, end, compaction): they
     /// record that a session happened, not what it did.
     pub weight_session: f64,
+    /// Read the kind of fact the query asks for from its words (a failure, a change, a command,
+    /// a decision: `query/intent.rs`) and give rows of that kind the factor `weight_kind`.
+    pub question_kinds: bool,
+    /// Factor on the fused score of rows of the kind the query asks for (`question_kinds`).
+    pub weight_kind: f64,
+    /// When the query asks about one state only ("first", "originally", "before"; or "now",
+    /// "currently"), the places held by changes of one file hold them oldest (or newest) first,
+    /// like `newest_edit_first` but in the direction the question asks. Off: measured, it costs
+    /// temporal and knowledge-update questions (ARCHITECTURE.md, the ablation).
+    pub question_order: bool,
 }
 
 impl Default for SearchConfig {
@@ -204,6 +214,9 @@ impl Default for SearchConfig {
             weight_prompt: 1.0,
             weight_summary: 0.7,
             weight_session: 0.5,
+            question_kinds: true,
+            weight_kind: 1.25,
+            question_order: false,
         }
     }
 }

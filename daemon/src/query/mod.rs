@@ -5,6 +5,7 @@
 pub mod bounds;
 mod by_id;
 mod fts_query;
+mod intent;
 mod memory;
 mod recent;
 mod search;

@@ -17,6 +17,7 @@
 //! found (`retrieval_sources`).
 
 use super::fts_query::{self, LexPlan, ALL_WORDS, MAX_QUERY_BYTES, MEANINGFUL_WORDS};
+use super::intent::Kinds;
 use super::{catch_up_index, clamp, millis, project_of, QueryError};
 use crate::app::App;
 use crate::config::SearchConfig;
@@ -134,6 +135,7 @@ pub async fn search(app: &App, req: SearchRequest) -> Result<SearchReply, QueryE
         limit: clamp(req.limit, 20, 100),
         offset: req.offset.unwrap_or(0).clamp(0, 10_000),
         prompts: req.include_prompts.unwrap_or(true),
+        kinds: Kinds::of(&text),
     };
     // Knowledge and work items are ranked apart ([`knowledge_hits`]) and merged into the fused
     // list by score: the observations are taken from the top to the page's end, so every page of
@@ -361,6 +363,8 @@ struct Plan {
     limit: i64,
     offset: i64,
     prompts: bool,
+    /// The kinds of fact the query's words ask for (`[search] question_kinds`).
+    kinds: Kinds,
 }
 
 const PROMPT_TYPES: &[&str] = &["prompt", "user_prompt", "agent_reasoning", "reasoning"];
@@ -515,7 +519,7 @@ impl Plan {
         for h in self.fetch(c, &missing)? {
             found.insert(key(&h), h);
         }
-        let mut hits = fuse(&self.cfg, lists, found);
+        let mut hits = fuse_for(&self.cfg, self.kinds, lists, found);
         match self.order {
             OrderBy::Relevance => {}
             OrderBy::Blended => blend(&mut hits),
@@ -979,8 +983,16 @@ impl Plan {
 /// Weighted reciprocal rank fusion. A result matching every word gets a bonus equal to the
 /// best a semantic-only result can get, so it stays above every result found by meaning
 /// alone; among themselves, results are ordered by the sum of their sources' contributions.
-fn fuse(
+#[cfg(test)]
+fn fuse(cfg: &SearchConfig, lists: Vec<Ranked>, found: HashMap<Key, SearchHit>) -> Vec<SearchHit> {
+    fuse_for(cfg, Kinds::default(), lists, found)
+}
+
+/// [`fuse`] for a query asking for `kinds` of fact: rows of those kinds get the factor
+/// `weight_kind` (with `question_kinds`).
+fn fuse_for(
     cfg: &SearchConfig,
+    kinds: Kinds,
     lists: Vec<Ranked>,
     mut found: HashMap<Key, SearchHit>,
 ) -> Vec<SearchHit> {
@@ -1058,6 +1070,9 @@ fn fuse(
         .collect();
     for h in &mut hits {
         h.score *= type_factor(cfg, h).clamp(0.0, 1.0);
+        if cfg.question_kinds && kinds.matches(h) {
+            h.score *= cfg.weight_kind.clamp(0.0, 4.0);
+        }
     }
     hits.sort_by(|a, b| {
         b.score
@@ -1066,7 +1081,9 @@ fn fuse(
             .then(b.id.cmp(&a.id))
     });
     if cfg.newest_edit_first {
-        newest_edit_first(&mut hits);
+        edits_in_order(&mut hits, true);
+    } else if let Some(newest) = kinds.newest_first().filter(|_| cfg.question_order) {
+        edits_in_order(&mut hits, newest);
     }
     if cfg.collapse_repeats {
         collapse_repeats(&mut hits);
@@ -1142,10 +1159,10 @@ fn looks_only(command: &str) -> bool {
     READERS.contains(&name)
 }
 
-/// The places held by changes of one file keep holding changes of that file, newest first: a
-/// question about a file's code is about what it says now, which the latest change wrote. Other
-/// results do not move.
-fn newest_edit_first(hits: &mut [SearchHit]) {
+/// The places held by changes of one file keep holding changes of that file, newest first (or
+/// oldest first): a question about what a file says now is answered by the latest change, one
+/// about what it said first by the earliest. Other results do not move.
+fn edits_in_order(hits: &mut [SearchHit], newest: bool) {
     let mut by_file: HashMap<String, Vec<usize>> = HashMap::new();
     for (i, h) in hits.iter().enumerate() {
         let change = h
@@ -1160,6 +1177,9 @@ fn newest_edit_first(hits: &mut [SearchHit]) {
     for places in by_file.into_values().filter(|p| p.len() > 1) {
         let mut group: Vec<SearchHit> = places.iter().map(|&i| hits[i].clone()).collect();
         group.sort_by(|a, b| b.timestamp.cmp(&a.timestamp).then(b.id.cmp(&a.id)));
+        if !newest {
+            group.reverse();
+        }
         for (&i, mut h) in places.iter().zip(group) {
             // The place keeps its score, so scores still read best first.
             h.score = hits[i].score;
@@ -1610,7 +1630,7 @@ mod tests {
         for (i, h) in hits.iter_mut().enumerate() {
             h.score = 10.0 - i as f64;
         }
-        newest_edit_first(&mut hits);
+        edits_in_order(&mut hits, true);
         let ids: Vec<i64> = hits.iter().map(|h| h.id).collect();
         assert_eq!(
             ids,
@@ -1621,6 +1641,46 @@ mod tests {
             hits.windows(2).all(|w| w[0].score >= w[1].score),
             "places keep scores"
         );
+        edits_in_order(&mut hits, false);
+        let ids: Vec<i64> = hits.iter().map(|h| h.id).collect();
+        assert_eq!(ids, [1, 2, 3, 4, 5], "oldest first in the same places");
+    }
+
+    #[test]
+    fn a_question_about_the_first_state_puts_the_oldest_change_first() {
+        // Edits 1 (old) and 2 (new) of a.rs matched every word, the newer ranked first.
+        let lists = || {
+            let mut all = Ranked::new("lexical", Some(ALL_WORDS), 1.0);
+            all.keys = vec![key(2), key(1)];
+            let mut found: HashMap<Key, SearchHit> =
+                [1, 2].map(|i| (key(i), hit(i))).into_iter().collect();
+            for h in found.values_mut() {
+                h.obs_type = Some("file_edit".into());
+                h.file_path = Some("a.rs".into());
+            }
+            (vec![all], found)
+        };
+        let ids = |hits: Vec<SearchHit>| hits.iter().map(|h| h.id).collect::<Vec<_>>();
+        let cfg = SearchConfig {
+            question_order: true,
+            ..Default::default()
+        };
+        let first = Kinds::of("what budget did the cache get at first");
+        let (l, f) = lists();
+        assert_eq!(ids(fuse_for(&cfg, first, l, f)), [1, 2]);
+        let off = SearchConfig {
+            question_order: false,
+            ..cfg.clone()
+        };
+        let (l, f) = lists();
+        assert_eq!(ids(fuse_for(&off, first, l, f)), [2, 1]);
+        let (l, f) = lists();
+        assert_eq!(ids(fuse_for(&cfg, Kinds::default(), l, f)), [2, 1]);
+        // "now" asks for the current state: the newest stays first even when ranked below.
+        let now = Kinds::of("how big is the cache now");
+        let (mut l, f) = lists();
+        l[0].keys.reverse();
+        assert_eq!(ids(fuse_for(&cfg, now, l, f)), [2, 1]);
     }
 
     #[test]
@@ -1657,5 +1717,34 @@ mod tests {
         // Something matched every word: the loose tier keeps its weight.
         let (l, f) = lists(vec![key(3)]);
         assert_eq!(ids(fuse(&cfg, l, f)), [3, 2, 1]);
+    }
+    #[test]
+    fn rows_of_the_kind_asked_for_come_first() {
+        // 1 and 2 matched every word, 1 first; 2 is the failed command.
+        let lists = || {
+            let mut all = Ranked::new("lexical", Some(ALL_WORDS), 1.0);
+            all.keys = vec![key(1), key(2)];
+            let mut found: HashMap<Key, SearchHit> =
+                [1, 2].map(|i| (key(i), hit(i))).into_iter().collect();
+            found.get_mut(&key(2)).unwrap().obs_type = Some("command_error".into());
+            (vec![all], found)
+        };
+        let ids = |hits: Vec<SearchHit>| hits.iter().map(|h| h.id).collect::<Vec<_>>();
+        let cfg = SearchConfig::default();
+        let failure = Kinds::of("what error did the build hit");
+        let (l, f) = lists();
+        assert_eq!(ids(fuse_for(&cfg, failure, l, f)), [2, 1]);
+        // Off, or a query asking for another kind: the words' order.
+        let off = SearchConfig {
+            question_kinds: false,
+            ..cfg.clone()
+        };
+        let (l, f) = lists();
+        assert_eq!(ids(fuse_for(&off, failure, l, f)), [1, 2]);
+        let (l, f) = lists();
+        let change = Kinds::of("which files changed");
+        assert_eq!(ids(fuse_for(&cfg, change, l, f)), [1, 2]);
+        let (l, f) = lists();
+        assert_eq!(ids(fuse_for(&cfg, Kinds::default(), l, f)), [1, 2]);
     }
 }
