@@ -240,6 +240,7 @@ pub async fn serve(
                 }
             },
         };
+        let accepted = crate::trace::stamp();
         next_id += 1;
         let id = next_id;
         let close = Arc::new(Notify::new());
@@ -255,9 +256,14 @@ pub async fn serve(
         );
         tasks.spawn(async move {
             let svc_reg = reg2.clone();
-            let svc =
-                hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+            let svc = hyper::service::service_fn(
+                move |mut req: hyper::Request<hyper::body::Incoming>| {
                     let busy = Busy::new(svc_reg.clone(), id);
+                    if let Some(accepted) = accepted {
+                        let request = crate::trace::now_us();
+                        req.extensions_mut()
+                            .insert(crate::trace::Arrival { accepted, request });
+                    }
                     let mut router = router.clone();
                     async move {
                         use tower_service::Service;
@@ -270,7 +276,8 @@ pub async fn serve(
                             }))
                         }))
                     }
-                });
+                },
+            );
             let conn = builder.serve_connection(TokioIo::new(stream), svc);
             tokio::pin!(conn);
             tokio::select! {

@@ -16,6 +16,7 @@
 //! * [`spool`]: draining events that shims wrote while the daemon was away.
 //! * [`app`], [`config`], [`stats`]: shared state, `config.toml`, counters for status.
 //! * [`log`]: the log writer, which counts a failed write instead of dying of it.
+//! * [`trace`]: the opt-in per-event timing trace of the ingest path (`NMEM_TRACE_INGEST=1`).
 
 pub mod app;
 
@@ -49,4 +50,5 @@ pub mod spool;
 pub mod stats;
 pub mod store;
 pub mod sync;
+pub mod trace;
 pub mod web;

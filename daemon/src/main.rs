@@ -54,6 +54,7 @@ fn main() -> ExitCode {
         None => {}
     }
     nmem_daemon::log::init();
+    nmem_daemon::trace::init_from_env();
     match run() {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -4,9 +4,9 @@
 //! `{code, message}` with a proper status. See `nmem_proto::wire` for the contract.
 
 use crate::app::App;
-use crate::ingest::RawEvent;
+use crate::ingest::{PrepareError, Prepared, RawEvent};
 use crate::query::{self, QueryError};
-use crate::store::writer::WriteError;
+use crate::store::writer::{Applied, WriteError};
 use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
@@ -427,57 +427,57 @@ enum Prep {
 
 async fn record(
     State(app): State<Arc<App>>,
+    arrival: Option<axum::Extension<crate::trace::Arrival>>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Json<RecordReply>, ApiError> {
     let raw = raw_event(&headers, body)?;
-    Ok(Json(record_event(&app, raw).await?))
+    let arrival = arrival.map(|a| a.0);
+    Ok(Json(record_traced(&app, raw, arrival).await?))
 }
+
+/// The largest payload prepared on the request's async worker: parsing, redacting and
+/// extracting a few KB takes tens of microseconds, a large tool output much longer, and an async
+/// worker busy with it stalls every request queued on it. Larger ones go to the drainers.
+pub const INLINE_MAX: usize = 32 * 1024;
 
 /// Prepare, queue and commit one event: what `POST /v1/events` does, and the web API's hook
 /// entry points (`/api/sessions/*`) too, so both feed the same ingest.
 pub async fn record_event(app: &Arc<App>, raw: RawEvent) -> Result<RecordReply, ApiError> {
+    record_traced(app, raw, None).await
+}
+
+/// [`record_event`], with when the request arrived for the opt-in trace ([`crate::trace`]).
+async fn record_traced(
+    app: &Arc<App>,
+    raw: RawEvent,
+    arrival: Option<crate::trace::Arrival>,
+) -> Result<RecordReply, ApiError> {
     let harness = raw.harness;
-    // Off the async workers: preparing looks up the project's git root on disk and reads the
-    // transcript, and a slow file system must not stall other requests. The blocking thread
-    // (one of `app.prepare`'s drainers, which take queued events without being woken for each)
-    // also queues the event, so this task wakes once, at the commit (or at the refusal): a
-    // wake-up between preparing and queueing cost a thread switch per event.
-    let slot = Arc::new(std::sync::Mutex::new(None::<Prep>));
-    let (reply, committed) = tokio::sync::oneshot::channel();
-    let (prep_app, prep_slot) = (app.clone(), slot.clone());
-    let job = move || {
-        let set = |p: Prep| *prep_slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(p);
-        match prep_app.ingest.prepare(&raw) {
-            // Set before `reply` is dropped, which wakes the request.
-            Err(e) => {
-                set(Prep::Rejected(e.to_string()));
-                drop(reply);
-            }
-            Ok(None) => {
-                set(Prep::Ignored);
-                drop(reply);
-            }
-            Ok(Some(p)) => {
-                let start = (p.event == Event::SessionStart).then(|| {
-                    let source = match &p.effect {
-                        crate::ingest::SessionEffect::Start { source, .. } => source.clone(),
-                        _ => String::new(),
-                    };
-                    (p.project.clone(), p.session_id.clone(), source)
-                });
-                set(Prep::Queued {
-                    session: p.session_id.clone(),
-                    start,
-                });
-                // A closed writer drops `reply`: answered below as shutting down.
-                let _ = prep_app.writer.enqueue_blocking(p, reply);
-            }
+    let mut trace = crate::trace::Trace::start(&raw.event_id, arrival);
+    let (prep, written) = match inline(&app.ingest, &raw) {
+        Route::Here(r) => {
+            trace.mark("prepared");
+            let (prep, ev) = settle(r);
+            let written = match ev {
+                Some(ev) => match app.writer.enqueue(ev).await {
+                    Ok(rx) => {
+                        trace.mark("queued");
+                        rx.await
+                    }
+                    // A closed writer: answered below as shutting down.
+                    Err(_) => Ok(Err(WriteError::Closed)),
+                },
+                None => Ok(Err(WriteError::Closed)),
+            };
+            (Some(prep), written)
+        }
+        Route::Drainer(value) => {
+            trace.mark("to_drainer");
+            drained(app, raw, value).await
         }
     };
-    app.prepare.push(job);
-    let written = committed.await;
-    let prep = slot.lock().unwrap_or_else(|e| e.into_inner()).take();
+    trace.mark("woken");
     let (session, start) = match prep {
         Some(Prep::Rejected(message)) => {
             crate::stats::Stats::add(&app.stats.rejected, 1);
@@ -514,12 +514,97 @@ pub async fn record_event(app: &Arc<App>, raw: RawEvent) -> Result<RecordReply, 
         }
         None => None,
     };
+    trace.finish();
     Ok(RecordReply {
         outcome: applied.outcome,
         kind: applied.kind.map(str::to_string),
         id: applied.id,
         output,
     })
+}
+
+/// Where an event is prepared. Lives on the stack for one request; boxing the large variant
+/// would add an allocation per event for nothing.
+#[allow(clippy::large_enum_variant)]
+enum Route {
+    /// On the request's worker, already done: nothing had to be read from disk.
+    Here(Result<Option<Prepared>, PrepareError>),
+    /// On a drainer (a blocking thread), with the payload parsed if it was.
+    Drainer(Option<serde_json::Value>),
+}
+
+/// Prepare on the request's own worker when that reads nothing from disk and the payload is
+/// small ([`INLINE_MAX`]): no hand-off to a drainer and back (a futex wake-up and a thread
+/// switch each way). Everything else goes to the drainers.
+fn inline(ingest: &crate::ingest::Ingest, raw: &RawEvent) -> Route {
+    if raw.payload.len() > INLINE_MAX {
+        return Route::Drainer(None);
+    }
+    let value = match ingest.parse(raw) {
+        Ok(v) => v,
+        Err(e) => return Route::Here(Err(e)),
+    };
+    match ingest.disk_free(raw, &value) {
+        Some(free) => Route::Here(ingest.prepare_parsed(raw, &value, Some(free))),
+        None => Route::Drainer(Some(value)),
+    }
+}
+
+/// What preparing gave: how the request answers, and the event for the writer if any.
+fn settle(r: Result<Option<Prepared>, PrepareError>) -> (Prep, Option<Prepared>) {
+    match r {
+        Err(e) => (Prep::Rejected(e.to_string()), None),
+        Ok(None) => (Prep::Ignored, None),
+        Ok(Some(p)) => {
+            let start = (p.event == Event::SessionStart).then(|| {
+                let source = match &p.effect {
+                    crate::ingest::SessionEffect::Start { source, .. } => source.clone(),
+                    _ => String::new(),
+                };
+                (p.project.clone(), p.session_id.clone(), source)
+            });
+            let prep = Prep::Queued {
+                session: p.session_id.clone(),
+                start,
+            };
+            (prep, Some(p))
+        }
+    }
+}
+
+type Written = Result<Result<Applied, WriteError>, tokio::sync::oneshot::error::RecvError>;
+
+/// Prepare on a drainer, off the async workers: preparing looks up the project's git root on
+/// disk and reads the transcript, and a slow file system must not stall other requests. The
+/// blocking thread (one of `app.prepare`'s drainers, which take queued events without being
+/// woken for each) also queues the event, so this task wakes once, at the commit (or at the
+/// refusal): a wake-up between preparing and queueing cost a thread switch per event.
+async fn drained(
+    app: &Arc<App>,
+    raw: RawEvent,
+    value: Option<serde_json::Value>,
+) -> (Option<Prep>, Written) {
+    let slot = Arc::new(std::sync::Mutex::new(None::<Prep>));
+    let (reply, committed) = tokio::sync::oneshot::channel();
+    let (prep_app, prep_slot) = (app.clone(), slot.clone());
+    let job = move || {
+        let r = match value {
+            Some(v) => prep_app.ingest.prepare_parsed(&raw, &v, None),
+            None => prep_app.ingest.prepare(&raw),
+        };
+        let (prep, ev) = settle(r);
+        // Set before `reply` is dropped or answered, which wakes the request.
+        *prep_slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(prep);
+        match ev {
+            // A closed writer drops `reply`: answered as shutting down.
+            Some(ev) => drop(prep_app.writer.enqueue_blocking(ev, reply)),
+            None => drop(reply),
+        }
+    };
+    app.prepare.push(job);
+    let written = committed.await;
+    let prep = slot.lock().unwrap_or_else(|e| e.into_inner()).take();
+    (prep, written)
 }
 
 async fn health(State(app): State<Arc<App>>) -> Json<wire::Health> {
@@ -542,6 +627,55 @@ async fn status(State(app): State<Arc<App>>) -> Result<Json<wire::Status>, ApiEr
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `POST /v1/events` prepares on its worker only small events that read nothing from disk;
+    /// a transcript to tail, an unknown project or a large body goes to the drainers.
+    #[test]
+    fn only_small_disk_free_events_are_prepared_on_the_worker() {
+        use crate::ingest::project::{ProjectResolver, Strategy};
+        let ingest = crate::ingest::Ingest::new(
+            ProjectResolver::new(Strategy::GitRoot),
+            crate::redact::Redactor::new(&[]).0,
+            Box::new(|_| 0),
+        );
+        let event = |stdout: &str, transcript: bool| {
+            let mut v = serde_json::json!({
+                "session_id": "s-inline", "cwd": "/home/dev/projects/ledger",
+                "hook_event_name": "PostToolUse", "tool_name": "Bash",
+                "tool_input": {"command": "make check"},
+                "tool_response": {"stdout": stdout, "stderr": ""},
+            });
+            if transcript {
+                v["transcript_path"] = "/home/dev/.claude/projects/ledger/s-inline.jsonl".into();
+            }
+            RawEvent::new(
+                "ev-inline".into(),
+                1_790_000_000_000,
+                "claude-code",
+                v.to_string().into_bytes(),
+            )
+            .unwrap()
+        };
+        let here = |r: &RawEvent| matches!(inline(&ingest, r), Route::Here(Ok(Some(_))));
+        assert!(!here(&event("ok", false)), "the project is not cached yet");
+        ingest.projects.resolve("/home/dev/projects/ledger");
+        assert!(here(&event("ok", false)));
+        assert!(!here(&event("ok", true)), "a transcript to tail");
+        let big = "x".repeat(INLINE_MAX);
+        assert!(matches!(
+            inline(&ingest, &event(&big, false)),
+            Route::Drainer(None)
+        ));
+        // A payload that is not JSON is refused on the worker, with the usual error.
+        let bad = RawEvent::new(
+            "ev-bad".into(),
+            1_790_000_000_000,
+            "claude-code",
+            b"{".to_vec(),
+        )
+        .unwrap();
+        assert!(matches!(inline(&ingest, &bad), Route::Here(Err(_))));
+    }
 
     /// Every kind of writer error, one of each. The match has no wildcard: a new kind does not
     /// compile here until it is listed, and then the test below asks for its status.

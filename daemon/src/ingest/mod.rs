@@ -228,6 +228,11 @@ impl Ingest {
     }
 }
 
+/// What [`Ingest::disk_free`] found: preparing reads nothing from disk; the project, when the
+/// event gets as far as needing one.
+#[derive(Debug, Clone)]
+pub struct DiskFree(Option<Project>);
+
 /// Why an event cannot be prepared.
 #[derive(Debug, thiserror::Error)]
 pub enum PrepareError {
@@ -244,16 +249,69 @@ impl Ingest {
     /// Parse, validate, extract and redact one event. `Ok(None)`: valid, but nmem stores nothing
     /// for it (an unknown or ignored event, nmem's own tool call, a fully private prompt).
     pub fn prepare(&self, raw: &RawEvent) -> Result<Option<Prepared>, PrepareError> {
+        let value = self.parse(raw)?;
+        self.prepare_parsed(raw, &value, None)
+    }
+
+    /// The first step of [`Ingest::prepare`]: the receive time checked and the payload parsed.
+    /// Reads nothing from disk.
+    pub fn parse(&self, raw: &RawEvent) -> Result<Value, PrepareError> {
         // Every way in (a hook's header, a batch line, a spool file) passes here.
         nmem_proto::time::check_stored_ms(raw.received_at).map_err(PrepareError::BadTime)?;
-        let value = h::parse(&raw.payload)?;
-        let env = h::envelope(raw.harness, &value)?;
+        Ok(h::parse(&raw.payload)?)
+    }
+
+    /// Whether the rest of preparing `value` reads nothing from disk, and if so the project it
+    /// needs (from the cache; [`Ingest::prepare_parsed`] takes it so it cannot look it up
+    /// again). `None` when preparing would read the disk, which the async workers must not
+    /// (a slow file system would stall every request on them): a project not yet cached (its
+    /// git root is looked up), a SessionStart (the branch is read), or a transcript to tail.
+    /// Also `Some` for a payload that fails before any of these (its error is reported as
+    /// usual: nothing is read to find it). The one routing predicate of `POST /v1/events`.
+    pub fn disk_free(&self, raw: &RawEvent, value: &Value) -> Option<DiskFree> {
+        let Ok(env) = h::envelope(raw.harness, value) else {
+            return Some(DiskFree(None));
+        };
+        let Some(event) = env.event else {
+            return Some(DiskFree(None));
+        };
+        if event == Event::SessionStart {
+            return None;
+        }
+        let tails = harness::of(raw.harness).transcript
+            && value
+                .get("transcript_path")
+                .and_then(Value::as_str)
+                .is_some_and(|p| reasoning::safe_transcript_path(p).is_some());
+        if tails {
+            return None;
+        }
+        if bounds::check_cwd(env.cwd).is_err() {
+            return Some(DiskFree(None));
+        }
+        self.projects.cached(env.cwd).map(|p| DiskFree(Some(p)))
+    }
+
+    /// [`Ingest::prepare`] from the parsed payload. `cached`: what [`Ingest::disk_free`] said
+    /// (the project it found, and that nothing else is read); `None` to prepare with whatever
+    /// disk reads the event needs (on a blocking thread only).
+    pub fn prepare_parsed(
+        &self,
+        raw: &RawEvent,
+        value: &Value,
+        cached: Option<DiskFree>,
+    ) -> Result<Option<Prepared>, PrepareError> {
+        let env = h::envelope(raw.harness, value)?;
         let Some(event) = env.event else {
             return Ok(None);
         };
         let raw_obj = value.as_object().expect("envelope checked it is an object");
         bounds::check_cwd(env.cwd).map_err(PrepareError::TooLong)?;
-        let mut project = self.projects.resolve(env.cwd);
+        let disk_free = cached.is_some();
+        let mut project = match cached.and_then(|c| c.0) {
+            Some(p) => p,
+            None => self.projects.resolve(env.cwd),
+        };
         if self.excluded.contains(&project.name) {
             return Ok(None);
         }
@@ -265,7 +323,7 @@ impl Ingest {
         // in two would no longer be recognised. Most payloads hold nothing to redact: a
         // read-only pass says so, and only the others are copied and redacted.
         let mut clean = None;
-        let pre = if self.redactor.payload_is_clean(&value) {
+        let pre = if self.redactor.payload_is_clean(value) {
             0
         } else {
             let mut copy = value.clone();
@@ -320,9 +378,11 @@ impl Ingest {
             harness::of(raw.harness).transcript,
             raw_obj.get("transcript_path").and_then(Value::as_str),
         ) {
-            (true, Some(path)) => self.tailer.tail(env.session_id, path, usize::MAX, || {
-                (self.stored_offset)(env.session_id)
-            }),
+            (true, Some(path)) if !disk_free => {
+                self.tailer.tail(env.session_id, path, usize::MAX, || {
+                    (self.stored_offset)(env.session_id)
+                })
+            }
             _ => reasoning::Tail::default(),
         };
         let mut prepared = Prepared {
@@ -474,6 +534,8 @@ pub(crate) struct ToolCall<'a> {
 
 #[cfg(test)]
 mod fixture_tests;
+#[cfg(test)]
+mod route_tests;
 
 #[cfg(test)]
 mod raw_tests {

@@ -70,6 +70,12 @@ impl ProjectResolver {
         }
     }
 
+    /// The project of `cwd` if it was looked up before, without touching the disk (`None`: a
+    /// lookup would read it). What lets an event be prepared on an async worker.
+    pub fn cached(&self, cwd: &str) -> Option<Project> {
+        self.cache.lock().unwrap().get(cwd).map(|p| (**p).clone())
+    }
+
     pub fn resolve(&self, cwd: &str) -> Project {
         if let Some(p) = self.cache.lock().unwrap().get(cwd) {
             return (**p).clone();

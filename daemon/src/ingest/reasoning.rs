@@ -147,7 +147,7 @@ fn read_bounded(file: &mut std::fs::File, want: u64, budget: Duration) -> Option
 
 /// A transcript path from a payload is used only if it is absolute, has no `..`, and names a
 /// `.jsonl` file.
-fn safe_transcript_path(p: &str) -> Option<&Path> {
+pub(crate) fn safe_transcript_path(p: &str) -> Option<&Path> {
     let path = Path::new(p);
     let ok = path.is_absolute()
         && path.extension().is_some_and(|e| e == "jsonl")

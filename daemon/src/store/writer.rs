@@ -286,6 +286,7 @@ fn commit_batch(
         return;
     }
     let started = std::time::Instant::now();
+    let began = crate::trace::stamp();
     // First without savepoints: each one copies every page its event touches into a
     // sub-journal (12% of the writer's time). An event that fails is rare; then the whole
     // transaction is rolled back and the batch stored again with a savepoint per event, so one
@@ -295,7 +296,14 @@ fn commit_batch(
         Ok(None) => store_each(conn, batch, dedup),
         Err(e) => Err(e),
     };
+    let traced = began.map(|b| {
+        let ids: Vec<String> = batch.iter().map(|(ev, _)| ev.event_id.clone()).collect();
+        (b, crate::trace::now_us(), ids)
+    });
     finish(batch, result, started, stats, queue_depth);
+    if let Some((began, committed, ids)) = traced {
+        crate::trace::writer_line(began, committed, &ids);
+    }
 }
 
 /// The batch in one transaction, no savepoints. `Ok(None)`: an event failed and nothing was
