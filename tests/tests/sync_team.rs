@@ -380,7 +380,10 @@ fn removing_a_member_rotates_the_key_for_new_events() {
     let out = nmem(&c, &["sync", "now", "--json"]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("removed from team space acme"), "{err}");
+    assert!(
+        err.contains("team space acme") && err.contains("removed from"),
+        "{err}"
+    );
     assert!(has_event(&c, "e1"));
     assert!(!has_event(&c, "e2") && !has_event(&c, "e3"));
     let st = ok_json(&c, &["sync", "status", "--json"]);
