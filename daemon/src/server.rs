@@ -47,6 +47,13 @@ pub fn router(app: Arc<App>, limits: Arc<crate::conn::Limits>) -> Router {
         .route(wire::PATH_SYNC_NOW, post(sync_now))
         .route(wire::PATH_SYNC_STATUS, post(sync_status))
         .route(wire::PATH_SYNC_DISABLE, post(sync_disable))
+        .route(wire::PATH_SYNC_IDENTITY, post(sync_identity))
+        .route(wire::PATH_SYNC_SHARE, post(sync_share))
+        .route(wire::PATH_SYNC_EXCLUDE, post(sync_exclude))
+        .route(wire::PATH_TEAM_CREATE, post(team_create))
+        .route(wire::PATH_TEAM_ADD, post(team_add))
+        .route(wire::PATH_TEAM_REMOVE, post(team_remove))
+        .route(wire::PATH_TEAM_JOIN, post(team_join))
         // The viewer's API without a token: this socket is the owner's alone.
         .merge(crate::web::api::routes())
         .fallback(not_found)
@@ -291,6 +298,54 @@ async fn sync_disable(
     State(app): State<Arc<App>>,
 ) -> Result<Json<nmem_proto::sync::SyncStatus>, ApiError> {
     Ok(Json(crate::sync::disable(&app).await?))
+}
+
+async fn sync_identity(
+    State(app): State<Arc<App>>,
+) -> Result<Json<nmem_proto::sync::Identity>, ApiError> {
+    Ok(Json(crate::sync::team::identity_of(&app).await?))
+}
+
+async fn sync_share(
+    State(app): State<Arc<App>>,
+    b: Bytes,
+) -> Result<Json<nmem_proto::sync::Routing>, ApiError> {
+    Ok(Json(crate::sync::team::share(&app, body(&b)?).await?))
+}
+
+async fn sync_exclude(
+    State(app): State<Arc<App>>,
+    b: Bytes,
+) -> Result<Json<nmem_proto::sync::Routing>, ApiError> {
+    Ok(Json(crate::sync::team::exclude(&app, body(&b)?).await?))
+}
+
+async fn team_create(
+    State(app): State<Arc<App>>,
+    b: Bytes,
+) -> Result<Json<nmem_proto::sync::TeamStatus>, ApiError> {
+    Ok(Json(crate::sync::team::create(&app, body(&b)?).await?))
+}
+
+async fn team_add(
+    State(app): State<Arc<App>>,
+    b: Bytes,
+) -> Result<Json<nmem_proto::sync::TeamStatus>, ApiError> {
+    Ok(Json(crate::sync::team::add(&app, body(&b)?).await?))
+}
+
+async fn team_remove(
+    State(app): State<Arc<App>>,
+    b: Bytes,
+) -> Result<Json<nmem_proto::sync::TeamStatus>, ApiError> {
+    Ok(Json(crate::sync::team::remove(&app, body(&b)?).await?))
+}
+
+async fn team_join(
+    State(app): State<Arc<App>>,
+    b: Bytes,
+) -> Result<Json<nmem_proto::sync::TeamStatus>, ApiError> {
+    Ok(Json(crate::sync::team::join(&app, body(&b)?).await?))
 }
 
 async fn retention(

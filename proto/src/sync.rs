@@ -76,4 +76,94 @@ pub struct SyncStatus {
     /// When the last round with the server succeeded (Unix ms).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_sync_at: Option<i64>,
+    /// The team spaces this device belongs to.
+    #[serde(default)]
+    pub teams: Vec<TeamStatus>,
+    /// Projects kept out of the personal space.
+    #[serde(default)]
+    pub excluded: Vec<String>,
+}
+
+// Team spaces and routing (docs/sync.md, "Team spaces"). Appended fields and types only.
+
+/// `POST /v1/sync/identity`: this device's X25519 public key (made on first use).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Identity {
+    /// `age1…`: what a teammate passes to `nmem team add SPACE PUBKEY`.
+    pub public_key: String,
+}
+
+/// `POST /v1/team/{create,add,remove,join}`: `member` is the public key to add or remove.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TeamRequest {
+    pub space: String,
+    #[serde(default)]
+    pub member: Option<String>,
+}
+
+/// A team space as this device sees it (the reply of the team commands, and in status).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct TeamStatus {
+    pub space: String,
+    /// The key new events are sealed under.
+    pub key_id: String,
+    /// Every key id this device holds for the space.
+    #[serde(default)]
+    pub key_ids: Vec<String>,
+    /// `owner` (created it here) or `member`.
+    pub role: String,
+    /// The members (public keys) as the server lists them, when the command read them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub members: Vec<String>,
+    /// Projects this device shares with the space, each with what it carries beyond the
+    /// default types (`prompts`, `all`, type names).
+    #[serde(default)]
+    pub shares: Vec<Share>,
+    /// This device's last sequence number in the space.
+    pub local_seq: i64,
+    /// Why this device can no longer write the space (removed from the team), if so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub locked: Option<String>,
+}
+
+/// One project shared with one team space.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Share {
+    pub project: String,
+    pub space: String,
+    /// Beyond the default types: `prompts`, `all`, or observation type names.
+    #[serde(default)]
+    pub with: Vec<String>,
+}
+
+/// `POST /v1/sync/share`: share `project` with a team space (or stop, with `stop`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShareRequest {
+    pub project: String,
+    pub space: String,
+    #[serde(default)]
+    pub with: Vec<String>,
+    #[serde(default)]
+    pub stop: bool,
+}
+
+/// `POST /v1/sync/exclude`: keep `project` out of the personal space (or back in, `include`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExcludeRequest {
+    pub project: String,
+    #[serde(default)]
+    pub include: bool,
+}
+
+/// What is routed where: the reply of `share`, `exclude` and `include`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Routing {
+    /// Projects kept out of the personal space.
+    pub excluded: Vec<String>,
+    pub shares: Vec<Share>,
+    /// The observation types every share carries.
+    pub default_types: Vec<String>,
 }

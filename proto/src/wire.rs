@@ -61,6 +61,13 @@ pub const PATH_SYNC_JOIN: &str = "/v1/sync/join";
 pub const PATH_SYNC_NOW: &str = "/v1/sync/now";
 pub const PATH_SYNC_STATUS: &str = "/v1/sync/status";
 pub const PATH_SYNC_DISABLE: &str = "/v1/sync/disable";
+pub const PATH_SYNC_IDENTITY: &str = "/v1/sync/identity";
+pub const PATH_SYNC_SHARE: &str = "/v1/sync/share";
+pub const PATH_SYNC_EXCLUDE: &str = "/v1/sync/exclude";
+pub const PATH_TEAM_CREATE: &str = "/v1/team/create";
+pub const PATH_TEAM_ADD: &str = "/v1/team/add";
+pub const PATH_TEAM_REMOVE: &str = "/v1/team/remove";
+pub const PATH_TEAM_JOIN: &str = "/v1/team/join";
 
 /// Unique per `nmem record` invocation; makes a replay from the spool idempotent.
 pub const H_EVENT_ID: &str = "x-nmem-event-id";

@@ -1,4 +1,5 @@
-//! `nmem sync enable | join | now | status | disable`: the commands of sync (docs/sync.md).
+//! `nmem sync enable | join | now | status | disable | identity | exclude | include`, `nmem share`
+//! and `nmem team`: the commands of sync (docs/sync.md).
 //! Each asks the running daemon, which does the work; `--json` prints its reply.
 //!
 //! The recovery phrase of `join` is read from a file or standard input by default, so it stays
@@ -152,8 +153,132 @@ fn status_text(s: &SyncStatus) -> Text {
             h.applied
         );
     }
+    if !s.excluded.is_empty() {
+        let _ = writeln!(b, "kept local   {}", s.excluded.join(", "));
+    }
+    for t in &s.teams {
+        let _ = writeln!(
+            b,
+            "team {}  key {}  local seq {}  shares {}{}",
+            t.space,
+            t.key_id,
+            t.local_seq,
+            if t.shares.is_empty() {
+                "nothing".to_string()
+            } else {
+                t.shares
+                    .iter()
+                    .map(|x| x.project.clone())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            },
+            t.locked.as_deref().map(|_| "  (removed)").unwrap_or("")
+        );
+    }
     if let Some(e) = &s.last_error {
         let _ = writeln!(b, "last error   {e}");
     }
     text(b)
+}
+
+// Team spaces and routing (docs/sync.md, "Team spaces"): `nmem sync identity|exclude|include`,
+// `nmem share`, `nmem team create|add|remove|join`.
+
+use nmem_proto::sync::{ExcludeRequest, Identity, Routing, ShareRequest, TeamRequest, TeamStatus};
+
+pub fn identity(json: bool) -> ExitCode {
+    let res = post::<_, Identity>(wire::PATH_SYNC_IDENTITY, &Empty {});
+    finish(res, json, |i| text(format!("{}\n", i.public_key)))
+}
+
+pub fn exclude(project: String, include: bool, json: bool) -> ExitCode {
+    let res = post::<_, Routing>(
+        wire::PATH_SYNC_EXCLUDE,
+        &ExcludeRequest { project, include },
+    );
+    finish(res, json, routing_text)
+}
+
+pub fn share(
+    project: String,
+    space: String,
+    with: Vec<String>,
+    stop: bool,
+    json: bool,
+) -> ExitCode {
+    let res = post::<_, Routing>(
+        wire::PATH_SYNC_SHARE,
+        &ShareRequest {
+            project,
+            space,
+            with,
+            stop,
+        },
+    );
+    finish(res, json, routing_text)
+}
+
+fn routing_text(r: &Routing) -> Text {
+    use std::fmt::Write as _;
+    let mut b = String::new();
+    if r.excluded.is_empty() {
+        let _ = writeln!(b, "personal space: every project");
+    } else {
+        let _ = writeln!(
+            b,
+            "personal space: every project except {}",
+            r.excluded.join(", ")
+        );
+    }
+    for s in &r.shares {
+        let _ = writeln!(
+            b,
+            "team space {}: project {} ({}{}{})",
+            s.space,
+            s.project,
+            r.default_types.join(", "),
+            if s.with.is_empty() { "" } else { ", and " },
+            s.with.join(", ")
+        );
+    }
+    text(b)
+}
+
+/// Which team command.
+pub enum TeamAction {
+    Create,
+    Add,
+    Remove,
+    Join,
+}
+
+pub fn team(action: TeamAction, space: String, member: Option<String>, json: bool) -> ExitCode {
+    let (path, done) = match action {
+        TeamAction::Create => (wire::PATH_TEAM_CREATE, "created team space"),
+        TeamAction::Add => (wire::PATH_TEAM_ADD, "added the member to team space"),
+        TeamAction::Remove => (
+            wire::PATH_TEAM_REMOVE,
+            "removed the member and rotated the key of team space",
+        ),
+        TeamAction::Join => (wire::PATH_TEAM_JOIN, "joined team space"),
+    };
+    let res = post::<_, TeamStatus>(path, &TeamRequest { space, member });
+    finish(res, json, |t| {
+        use std::fmt::Write as _;
+        let mut b = format!("{done} {} (key {})\n", t.space, t.key_id);
+        if !t.members.is_empty() {
+            let _ = writeln!(b, "members:");
+            for m in &t.members {
+                let _ = writeln!(b, "  {m}");
+            }
+        }
+        if t.shares.is_empty() {
+            let _ = writeln!(
+                b,
+                "nothing is shared with it yet: `nmem share PROJECT --team {}`",
+                t.space
+            );
+        }
+        text(b)
+    })
 }

@@ -48,6 +48,13 @@ pub enum CryptoError {
     Open,
     #[error("the system's random source failed")]
     Random,
+    #[error(
+        "`{0}` is not a member's public key ({1}): it is the `age1…` line `nmem sync identity` \
+         prints on the member's device"
+    )]
+    BadPublicKey(String, String),
+    #[error("this device's stored identity is damaged ({0})")]
+    BadIdentity(String),
 }
 
 /// Fill `buf` from the kernel's random source (`getrandom(2)`, blocking until it is seeded).
@@ -229,6 +236,65 @@ fn open_with(c: &XChaCha20Poly1305, aad: &[u8], sealed: &[u8]) -> Result<Vec<u8>
         .map_err(|_| CryptoError::Open)
 }
 
+// Team spaces (docs/sync.md, "Team spaces"): a team key is a [`SpaceKey`] like the personal
+// one, but instead of a phrase it is wrapped for each member's X25519 public key with `age`
+// (its X25519 recipient: an ephemeral key agreement, HKDF and ChaCha20-Poly1305, authenticated).
+
+/// This device's X25519 identity, as `age` writes it: the secret (`AGE-SECRET-KEY-1…`) and the
+/// public key (`age1…`), which is what a teammate adds.
+pub struct DeviceIdentity {
+    pub secret: String,
+    pub public_key: String,
+}
+
+impl DeviceIdentity {
+    pub fn generate() -> DeviceIdentity {
+        use age::secrecy::ExposeSecret;
+        let id = age::x25519::Identity::generate();
+        DeviceIdentity {
+            secret: id.to_string().expose_secret().to_string(),
+            public_key: id.to_public().to_string(),
+        }
+    }
+
+    fn identity(&self) -> Result<age::x25519::Identity, CryptoError> {
+        self.secret
+            .parse()
+            .map_err(|e: &str| CryptoError::BadIdentity(e.to_string()))
+    }
+
+    /// A team key wrapped for this device (by [`wrap_for`]).
+    pub fn unwrap(&self, wrapped: &[u8]) -> Result<SpaceKey, CryptoError> {
+        let plain = age::decrypt(&self.identity()?, wrapped).map_err(|_| CryptoError::Open)?;
+        SpaceKey::from_slice(&plain)
+    }
+
+    /// A stable secret of this device's own, for the server ids of its team events: stable
+    /// across key rotations (a re-push after a rotation must find the same id).
+    pub fn event_id(&self, space: &str, local_id: &str) -> String {
+        hex(&hash(
+            "nmem-sync team event id v1",
+            &[
+                self.secret.as_bytes(),
+                space.as_bytes(),
+                local_id.as_bytes(),
+            ],
+        )[..16])
+    }
+}
+
+/// A member's public key (`age1…`, as `nmem sync identity` prints it), checked.
+pub fn parse_public_key(text: &str) -> Result<age::x25519::Recipient, CryptoError> {
+    text.trim()
+        .parse::<age::x25519::Recipient>()
+        .map_err(|e| CryptoError::BadPublicKey(text.trim().chars().take(80).collect(), e.into()))
+}
+
+/// Wrap a team key for one member's public key.
+pub fn wrap_for(member: &age::x25519::Recipient, key: &SpaceKey) -> Result<Vec<u8>, CryptoError> {
+    age::encrypt(member, &key.0).map_err(|_| CryptoError::Random)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -294,12 +360,46 @@ mod tests {
         assert_eq!(k.open(&place(7), &flipped), Err(CryptoError::Open));
     }
 
+    #[test]
+    fn a_team_key_opens_only_for_its_member() {
+        let alice = DeviceIdentity::generate();
+        let bob = DeviceIdentity::generate();
+        assert!(alice.public_key.starts_with("age1"));
+        let key = SpaceKey::generate().unwrap();
+        let wrapped = wrap_for(&parse_public_key(&alice.public_key).unwrap(), &key).unwrap();
+        assert_eq!(alice.unwrap(&wrapped).unwrap(), key);
+        assert_eq!(bob.unwrap(&wrapped), Err(CryptoError::Open));
+        // Stable per device and space, distinct across devices.
+        assert_eq!(alice.event_id("t", "e1"), alice.event_id("t", "e1"));
+        assert_ne!(alice.event_id("t", "e1"), bob.event_id("t", "e1"));
+    }
+
+    #[test]
+    fn a_malformed_public_key_is_refused_with_what_to_give() {
+        for bad in [
+            "",
+            "age1",
+            "AGE-SECRET-KEY-1QQQQ",
+            "ssh-ed25519 AAAA",
+            "age1qqqqqqqqqqqqqqqq",
+        ] {
+            let e = parse_public_key(bad).unwrap_err().to_string();
+            assert!(e.contains("nmem sync identity"), "{bad}: {e}");
+        }
+    }
+
     proptest! {
         /// Hostile bytes from the server never panic the opener.
         #[test]
         fn garbage_never_opens(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
             let k = SpaceKey([3u8; 32]);
             prop_assert!(k.open(&place(1), &bytes).is_err());
+        }
+
+        /// Anything given as a member's key is refused with a reason or accepted, never a panic.
+        #[test]
+        fn any_text_as_a_public_key_is_handled(text in ".{0,120}") {
+            let _ = parse_public_key(&text);
         }
 
         #[test]

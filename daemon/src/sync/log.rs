@@ -1,13 +1,19 @@
 //! The local side of sync: this home's sync identity (`sync_state`), the outbound log the writer
 //! appends to (`sync_log`), the pull cursors (`sync_cursors`) and where inbound events came
 //! from (`sync_origin`). Every function takes the write connection (the single writer).
+//!
+//! Routing (migration 019): the writer logs a stored event for the personal space unless its
+//! project is excluded (`sync_excluded`), and for each team space its project is shared with
+//! (`sync_shares`) when the share carries its type, each space in its own dense stream
+//! (`sync_space_log`). [`Routes`] is the writer's in-memory copy of those two tables.
 
 use super::crypto::SpaceKey;
 use super::envelope::Envelope;
 use crate::ingest::Prepared;
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::RwLock;
 
 /// Whether the writer logs events: set from `sync_state` when nmemd opens the database and by
 /// `enable`/`join`/`disable`. A flag, so a home without sync pays one load per event.
@@ -22,11 +28,158 @@ pub fn append(conn: &Connection, ev: &Prepared) -> rusqlite::Result<()> {
     let Some(env) = Envelope::of(ev) else {
         return Ok(());
     };
-    conn.prepare_cached(
-        "INSERT INTO sync_log (seq, event_id, created_at, envelope)
-         SELECT COALESCE(MAX(seq), 0) + 1, ?1, ?2, ?3 FROM sync_log",
-    )?
-    .execute(params![ev.event_id, nmem_proto::now_ms(), env.to_bytes()])?;
+    let (personal, teams) = route(ev);
+    let bytes = env.to_bytes();
+    let now = nmem_proto::now_ms();
+    if personal {
+        conn.prepare_cached(
+            "INSERT INTO sync_log (seq, event_id, created_at, envelope)
+             SELECT COALESCE(MAX(seq), 0) + 1, ?1, ?2, ?3 FROM sync_log",
+        )?
+        .execute(params![ev.event_id, now, bytes])?;
+    }
+    for space in teams {
+        conn.prepare_cached(
+            "INSERT OR IGNORE INTO sync_space_log (space, seq, event_id, created_at, envelope)
+             SELECT ?1, COALESCE(MAX(seq), 0) + 1, ?2, ?3, ?4 FROM sync_space_log WHERE space = ?1",
+        )?
+        .execute(params![space, ev.event_id, now, bytes])?;
+    }
+    Ok(())
+}
+
+/// The observation types a team space carries by default: what teammates learn from (commits,
+/// pushes, pull requests, failures, saved memories), not the conversation or every action.
+pub const TEAM_TYPES: [&str; 6] = [
+    "git_commit",
+    "git_push",
+    "github",
+    "command_error",
+    "tool_error",
+    "memory",
+];
+
+/// What a share carries beyond [`TEAM_TYPES`] (`nmem share … --with`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Extra {
+    pub prompts: bool,
+    /// Every observation type (turn ends and raw command output included).
+    pub all: bool,
+    pub types: HashSet<String>,
+}
+
+impl Extra {
+    /// Parse `prompts,turn_end,command` (or `all`): each an observation type nmem knows,
+    /// `prompts` or `all`.
+    pub fn parse(items: &[String]) -> Result<Extra, String> {
+        let mut x = Extra::default();
+        for item in items.iter().flat_map(|i| i.split(',')).map(str::trim) {
+            match item {
+                "" => {}
+                "prompts" | "prompt" => x.prompts = true,
+                "all" => x.all = true,
+                "turn_ends" => {
+                    x.types.insert("turn_end".into());
+                }
+                t if nmem_proto::obs::ObsType::from_name(t).is_some() => {
+                    x.types.insert(t.to_string());
+                }
+                t => {
+                    return Err(format!(
+                        "`{t}` is not something a share can carry: give `prompts`, `all`, or \
+                         observation types such as turn_end, command, file_edit (the default \
+                         types {} are always shared)",
+                        TEAM_TYPES.join(", ")
+                    ))
+                }
+            }
+        }
+        Ok(x)
+    }
+
+    /// The stored form (`sync_shares.extra`), the parse's input.
+    pub fn to_text(&self) -> String {
+        let mut v: Vec<String> = self.types.iter().cloned().collect();
+        v.sort();
+        if self.all {
+            v.insert(0, "all".into());
+        }
+        if self.prompts {
+            v.insert(0, "prompts".into());
+        }
+        v.join(",")
+    }
+
+    fn allows(&self, record: &crate::ingest::Record) -> bool {
+        use crate::ingest::Record;
+        match record {
+            Record::Observation(o) => {
+                self.all || TEAM_TYPES.contains(&o.obs_type) || self.types.contains(o.obs_type)
+            }
+            Record::Prompt(_) => self.prompts,
+            Record::Nothing => false,
+        }
+    }
+}
+
+/// Where stored events go: the writer reads it for every event while sync is on, the commands
+/// that change it reload it ([`load_routes`]) after their transaction.
+#[derive(Debug, Default)]
+pub struct Routes {
+    /// Projects kept out of the personal space.
+    pub excluded: HashSet<String>,
+    /// Per project: the team spaces it is shared with, and what each carries.
+    pub shares: HashMap<String, Vec<(String, Extra)>>,
+}
+
+static ROUTES: RwLock<Option<Routes>> = RwLock::new(None);
+
+/// Whether `ev` goes to the personal space, and to which team spaces.
+fn route(ev: &Prepared) -> (bool, Vec<String>) {
+    let routes = ROUTES.read().unwrap_or_else(|p| p.into_inner());
+    let Some(r) = routes.as_ref() else {
+        return (true, Vec::new());
+    };
+    let personal = !r.excluded.contains(&ev.project.name);
+    let teams = r
+        .shares
+        .get(&ev.project.name)
+        .map(|v| {
+            v.iter()
+                .filter(|(_, x)| x.allows(&ev.record))
+                .map(|(s, _)| s.clone())
+                .collect()
+        })
+        .unwrap_or_default();
+    (personal, teams)
+}
+
+/// Read the routing tables into the writer's copy. Shares of a team space this device can no
+/// longer write (removed, or left) are not routed.
+pub fn load_routes(conn: &Connection) -> rusqlite::Result<()> {
+    let mut r = Routes::default();
+    let mut st = conn.prepare("SELECT project FROM sync_excluded")?;
+    for p in st.query_map([], |row| row.get::<_, String>(0))? {
+        r.excluded.insert(p?);
+    }
+    let mut st = conn.prepare(
+        "SELECT s.project, s.space, s.extra FROM sync_shares s
+         JOIN sync_spaces p ON p.space = s.space AND p.kind = 'team' AND p.locked IS NULL",
+    )?;
+    let rows = st.query_map([], |row| {
+        Ok((
+            row.get::<_, String>(0)?,
+            row.get::<_, String>(1)?,
+            row.get::<_, String>(2)?,
+        ))
+    })?;
+    for row in rows {
+        let (project, space, extra) = row?;
+        // Stored by `share` after the same parse: a failure here is a hand-edited row.
+        let extra = Extra::parse(&[extra]).unwrap_or_default();
+        r.shares.entry(project).or_default().push((space, extra));
+    }
+    *ROUTES.write().unwrap_or_else(|p| p.into_inner()) = Some(r);
     Ok(())
 }
 
@@ -77,7 +230,21 @@ pub fn start(
     url: Option<&str>,
 ) -> rusqlite::Result<()> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    tx.execute_batch("DELETE FROM sync_log; DELETE FROM sync_cursors;")?;
+    // Team streams restart under the new device id too; team memberships and keys stay.
+    tx.execute_batch(
+        "DELETE FROM sync_log; DELETE FROM sync_cursors; DELETE FROM sync_space_log;
+         DELETE FROM sync_keys WHERE space IN (SELECT space FROM sync_spaces WHERE kind = 'personal');
+         DELETE FROM sync_spaces WHERE kind = 'personal';",
+    )?;
+    tx.execute(
+        "INSERT OR REPLACE INTO sync_spaces (space, kind, key_id, role, created_at)
+         VALUES (?1, 'personal', ?2, 'owner', ?3)",
+        params![key.space_id(), key.key_id(), nmem_proto::now_ms()],
+    )?;
+    tx.execute(
+        "INSERT OR REPLACE INTO sync_keys (space, key_id, key) VALUES (?1, ?2, ?3)",
+        params![key.space_id(), key.key_id(), &key.0[..]],
+    )?;
     tx.execute(
         "INSERT OR REPLACE INTO sync_state
            (id, enabled, device, space, key_id, space_key, url, cloned, created_at)
@@ -170,4 +337,37 @@ pub fn apply_inbound(
     )?;
     tx.commit()?;
     Ok(stored)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ingest::{Obs, Record};
+
+    fn obs(t: &'static str) -> Record {
+        Record::Observation(Obs {
+            obs_type: t,
+            ..Obs::default()
+        })
+    }
+
+    #[test]
+    fn a_share_carries_the_default_types_and_what_it_adds() {
+        let none = Extra::parse(&[]).unwrap();
+        for t in TEAM_TYPES {
+            assert!(none.allows(&obs(t)), "{t}");
+        }
+        for t in ["command", "turn_end", "file_edit", "file_read"] {
+            assert!(!none.allows(&obs(t)), "{t}");
+        }
+        assert!(!none.allows(&Record::Nothing));
+        let x = Extra::parse(&["prompts,turn_ends".into(), "command".into()]).unwrap();
+        assert!(x.allows(&obs("turn_end")) && x.allows(&obs("command")));
+        assert!(!x.allows(&obs("file_edit")));
+        assert_eq!(Extra::parse(&[x.to_text()]).unwrap(), x);
+        let all = Extra::parse(&["all".into()]).unwrap();
+        assert!(all.allows(&obs("file_read")));
+        let e = Extra::parse(&["prompts,chatter".into()]).unwrap_err();
+        assert!(e.contains("`chatter`") && e.contains("git_commit"), "{e}");
+    }
 }

@@ -6,6 +6,7 @@
 //! * [`envelope`]: the synced form of an event (the writer's prepared, redacted record).
 //! * [`crypto`]: the space key, its recovery phrase and fingerprint, sealing events.
 //! * [`remote`]: nmem's tables on the server and the statements of push and pull.
+//! * [`team`]: team spaces (member keys, rotation), `share`, `exclude` and their rounds.
 //!
 //! This module runs the rounds: [`run`] is the background task (a round within a second of
 //! new events, backoff while the server is away; capture never waits for it), [`now`] a round
@@ -15,6 +16,7 @@ pub mod crypto;
 pub mod envelope;
 pub mod log;
 pub mod remote;
+pub mod team;
 
 use crate::app::App;
 use crate::store::writer::WriteError;
@@ -55,7 +57,7 @@ struct Seen {
 pub fn init(conn: &rusqlite::Connection) -> rusqlite::Result<()> {
     let on = log::load(conn)?.is_some_and(|s| s.enabled && !s.cloned);
     log::ENABLED.store(on, std::sync::atomic::Ordering::Relaxed);
-    Ok(())
+    log::load_routes(conn)
 }
 
 fn invalid(msg: impl Into<String>) -> WriteError {
@@ -193,7 +195,7 @@ pub async fn disable(app: &App) -> Result<SyncStatus, WriteError> {
 
 /// `nmem sync status`.
 pub async fn status(app: &App) -> Result<SyncStatus, WriteError> {
-    let (st, local_seq, cursors) = app
+    let (st, local_seq, cursors, (teams, excluded)) = app
         .writer
         .exec(|c| {
             let st = log::load(c)?;
@@ -202,12 +204,16 @@ pub async fn status(app: &App) -> Result<SyncStatus, WriteError> {
                 Some(s) => log::cursors(c, &s.space)?,
                 None => Default::default(),
             };
-            Ok((st, local, cursors))
+            let routing = (team::statuses(c)?, team::excluded(c)?);
+            Ok((st, local, cursors, routing))
         })
         .await?;
     let seen = app.sync.seen.lock().unwrap().clone();
     let Some(st) = st else {
-        return Ok(SyncStatus::default());
+        return Ok(SyncStatus {
+            excluded,
+            ..SyncStatus::default()
+        });
     };
     let heads = seen
         .heads
@@ -238,6 +244,8 @@ pub async fn status(app: &App) -> Result<SyncStatus, WriteError> {
         pushed: seen.pushed,
         cloned: st.cloned,
         last_sync_at: seen.last_sync_at,
+        teams,
+        excluded,
     })
 }
 
@@ -327,7 +335,8 @@ async fn round_on(app: &App, conn: &mut Option<tokio_postgres::Client>) -> Resul
     }
     let client = conn.as_ref().expect("connected above");
     push(app, client, &st).await?;
-    pull(app, client, &st).await
+    pull(app, client, &st).await?;
+    team::rounds(app, client, &st).await
 }
 
 /// Upload this device's events above the server's head for it, each counted only once read

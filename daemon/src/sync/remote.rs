@@ -42,6 +42,17 @@ const MIGRATIONS: &[&str] = &[
         added_at     timestamptz NOT NULL DEFAULT now(),
         PRIMARY KEY (space, member)
     );",
+    // 2: team spaces (docs/sync.md, "Team spaces"): every key a team has had, wrapped for each
+    // member who may read it (a rotation adds the new key for the remaining members only;
+    // `members` keeps each member's current wrap). A member is its `age1…` public key.
+    "CREATE TABLE member_keys (
+        space        text NOT NULL REFERENCES spaces(space),
+        member       text NOT NULL,
+        key_id       text NOT NULL,
+        wrapped_key  bytea NOT NULL,
+        added_at     timestamptz NOT NULL DEFAULT now(),
+        PRIMARY KEY (space, member, key_id)
+    );",
 ];
 
 /// An error talking to the server, said for a person (no password in it).
@@ -360,6 +371,239 @@ pub async fn fetch(
             sealed: r.get(3),
         })
         .collect())
+}
+
+// Team spaces (docs/sync.md, "Team spaces"): the statements of `nmem team` and of a team
+// space's round. A member is its public key; what the server holds per member is a key wrapped
+// for it (ciphertext to everyone else).
+
+/// A space's kind and current key id, if the server has it.
+pub async fn space_kind(
+    client: &Client,
+    space: &str,
+) -> Result<Option<(String, String)>, RemoteError> {
+    let row = client
+        .query_opt(
+            "SELECT kind, key_id FROM spaces WHERE space = $1",
+            &[&space],
+        )
+        .await
+        .map_err(pg("reading the team space"))?;
+    Ok(row.map(|r| (r.get(0), r.get(1))))
+}
+
+/// Create a team space with its first key, wrapped for its creator, in one transaction; false
+/// when a space of that name exists (left as it is).
+pub async fn create_team(
+    client: &Client,
+    space: &str,
+    key_id: &str,
+    key_check: &[u8],
+    creator: &str,
+    wrapped: &[u8],
+) -> Result<bool, RemoteError> {
+    let e = pg("creating the team space");
+    client.batch_execute("BEGIN").await.map_err(&e)?;
+    let result = async {
+        let n = client
+            .execute(
+                "INSERT INTO spaces (space, kind, key_id, key_check) VALUES ($1, 'team', $2, $3)
+                 ON CONFLICT (space) DO NOTHING",
+                &[&space, &key_id, &key_check],
+            )
+            .await?;
+        if n == 1 {
+            put_member(client, space, creator, key_id, wrapped).await?;
+        }
+        Ok::<_, tokio_postgres::Error>(n == 1)
+    }
+    .await;
+    finish(client, result, e).await
+}
+
+async fn finish<T>(
+    client: &Client,
+    result: Result<T, tokio_postgres::Error>,
+    e: impl Fn(tokio_postgres::Error) -> RemoteError,
+) -> Result<T, RemoteError> {
+    match result {
+        Ok(v) => {
+            client.batch_execute("COMMIT").await.map_err(&e)?;
+            Ok(v)
+        }
+        Err(err) => {
+            let _ = client.batch_execute("ROLLBACK").await;
+            Err(e(err))
+        }
+    }
+}
+
+/// Record `member` with its wrap of `key_id` (its current key) in both tables.
+async fn put_member(
+    client: &Client,
+    space: &str,
+    member: &str,
+    key_id: &str,
+    wrapped: &[u8],
+) -> Result<(), tokio_postgres::Error> {
+    client
+        .execute(
+            "INSERT INTO members (space, member, public_key, key_id, wrapped_key)
+             VALUES ($1, $2, $2, $3, $4)
+             ON CONFLICT (space, member) DO UPDATE SET key_id = $3, wrapped_key = $4",
+            &[&space, &member, &key_id, &wrapped],
+        )
+        .await?;
+    client
+        .execute(
+            "INSERT INTO member_keys (space, member, key_id, wrapped_key) VALUES ($1, $2, $3, $4)
+             ON CONFLICT DO NOTHING",
+            &[&space, &member, &key_id, &wrapped],
+        )
+        .await?;
+    Ok(())
+}
+
+/// What a change to a team's members found on the server, under its lock.
+pub enum TeamChange {
+    Done,
+    /// The team's key is not the one the change was made for (another member rotated it
+    /// meanwhile): nothing was changed.
+    KeyMoved(String),
+    NoSuchSpace,
+}
+
+/// Add `member` with its wraps of every key this device holds (`wraps`: key id, wrapped key;
+/// the current one among them), under the space's row lock: fails with
+/// [`TeamChange::KeyMoved`] if the current key is no longer `current`.
+pub async fn add_member(
+    client: &Client,
+    space: &str,
+    member: &str,
+    current: &str,
+    wraps: &[(String, Vec<u8>)],
+) -> Result<TeamChange, RemoteError> {
+    let e = pg("adding the member");
+    client.batch_execute("BEGIN").await.map_err(&e)?;
+    let result = async {
+        let row = client
+            .query_opt(
+                "SELECT key_id FROM spaces WHERE space = $1 AND kind = 'team' FOR UPDATE",
+                &[&space],
+            )
+            .await?;
+        let Some(row) = row else {
+            return Ok(TeamChange::NoSuchSpace);
+        };
+        let now: String = row.get(0);
+        if now != current {
+            return Ok(TeamChange::KeyMoved(now));
+        }
+        for (key_id, wrapped) in wraps.iter().filter(|w| w.0 != current) {
+            client
+                .execute(
+                    "INSERT INTO member_keys (space, member, key_id, wrapped_key)
+                     VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
+                    &[&space, &member, key_id, wrapped],
+                )
+                .await?;
+        }
+        if let Some((_, wrapped)) = wraps.iter().find(|w| w.0 == current) {
+            put_member(client, space, member, current, wrapped).await?;
+        }
+        Ok::<_, tokio_postgres::Error>(TeamChange::Done)
+    }
+    .await;
+    finish(client, result, e).await
+}
+
+/// A team's members (public keys), in order.
+pub async fn members(client: &Client, space: &str) -> Result<Vec<String>, RemoteError> {
+    let rows = client
+        .query(
+            "SELECT member FROM members WHERE space = $1 ORDER BY member",
+            &[&space],
+        )
+        .await
+        .map_err(pg("reading the team's members"))?;
+    Ok(rows.iter().map(|r| r.get(0)).collect())
+}
+
+/// Remove `member` and rotate: under the space's row lock, check the key is still `old` and
+/// the members are still `remaining` plus `member`, then make `new_key_id` current with its
+/// check and wraps (one per remaining member). All or nothing.
+pub async fn rotate(
+    client: &Client,
+    space: &str,
+    member: &str,
+    old: &str,
+    new_key_id: &str,
+    key_check: &[u8],
+    wraps: &[(String, Vec<u8>)],
+) -> Result<TeamChange, RemoteError> {
+    let e = pg("removing the member");
+    client.batch_execute("BEGIN").await.map_err(&e)?;
+    let result = async {
+        let row = client
+            .query_opt(
+                "SELECT key_id FROM spaces WHERE space = $1 AND kind = 'team' FOR UPDATE",
+                &[&space],
+            )
+            .await?;
+        let Some(row) = row else {
+            return Ok(TeamChange::NoSuchSpace);
+        };
+        let now: String = row.get(0);
+        let mut have: Vec<String> = client
+            .query(
+                "SELECT member FROM members WHERE space = $1 AND member <> $2",
+                &[&space, &member],
+            )
+            .await?
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        have.sort();
+        let mut want: Vec<String> = wraps.iter().map(|w| w.0.clone()).collect();
+        want.sort();
+        if now != old || have != want {
+            return Ok(TeamChange::KeyMoved(now));
+        }
+        client
+            .execute(
+                "DELETE FROM members WHERE space = $1 AND member = $2",
+                &[&space, &member],
+            )
+            .await?;
+        client
+            .execute(
+                "UPDATE spaces SET key_id = $2, key_check = $3 WHERE space = $1",
+                &[&space, &new_key_id, &key_check],
+            )
+            .await?;
+        for (m, wrapped) in wraps {
+            put_member(client, space, m, new_key_id, wrapped).await?;
+        }
+        Ok::<_, tokio_postgres::Error>(TeamChange::Done)
+    }
+    .await;
+    finish(client, result, e).await
+}
+
+/// Every key of `space` wrapped for `member`: (key id, wrapped key).
+pub async fn wrapped_keys(
+    client: &Client,
+    space: &str,
+    member: &str,
+) -> Result<Vec<(String, Vec<u8>)>, RemoteError> {
+    let rows = client
+        .query(
+            "SELECT key_id, wrapped_key FROM member_keys WHERE space = $1 AND member = $2",
+            &[&space, &member],
+        )
+        .await
+        .map_err(pg("reading this device's team keys"))?;
+    Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
 }
 
 #[cfg(test)]

@@ -345,6 +345,84 @@ enum Command {
     /// encrypted (docs/sync.md). Nothing leaves the machine until `enable` or `join`.
     #[command(subcommand)]
     Sync(SyncCommand),
+    /// Team spaces: a team's shared memory on the sync server, each member's device holding
+    /// the team key wrapped for its own identity (docs/sync.md, "Team spaces").
+    #[command(subcommand)]
+    Team(TeamCommand),
+    /// Share a project with a team space: from now on its commits, pushes, pull requests,
+    /// command and tool errors and memories go to the team (prompts, turn ends and other
+    /// output only with --with).
+    Share {
+        /// The project, by name (as `nmem search --project` takes it).
+        project: String,
+        /// The team space (`nmem team create` or `join` first).
+        #[arg(long)]
+        team: String,
+        /// Also share these, comma separated: `prompts`, `turn_end`, other observation types
+        /// (`command`, `file_edit`, ...), or `all` (every observation type).
+        #[arg(long, value_delimiter = ',')]
+        with: Vec<String>,
+        /// Stop sharing the project with the team (what was sent stays there).
+        #[arg(long, conflicts_with = "with")]
+        stop: bool,
+        /// Print what is routed where as JSON (`excluded`, `shares`, `default_types`).
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum TeamCommand {
+    /// Create a team space with a random key, wrapped for this device on the server. The name
+    /// is visible to the server.
+    Create {
+        space: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Add a member: wrap the team's keys (all of them: the member reads the history too) for
+    /// its public key, which `nmem sync identity` prints on the member's device. The member
+    /// then runs `nmem team join SPACE`.
+    Add {
+        space: String,
+        /// The member's public key (`age1…`).
+        pubkey: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove a member and rotate the key: new events are sealed under a new key wrapped for
+    /// the remaining members only; older events stay readable by those who had them.
+    Remove {
+        space: String,
+        /// The member's public key (`age1…`), as `add` took it.
+        member: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Join a team space a member added this device to (by its `nmem sync identity`).
+    Join {
+        space: String,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn team(cmd: TeamCommand) -> ExitCode {
+    use nmem_shim::sync::{team, TeamAction as A};
+    match cmd {
+        TeamCommand::Create { space, json } => team(A::Create, space, None, json),
+        TeamCommand::Add {
+            space,
+            pubkey,
+            json,
+        } => team(A::Add, space, Some(pubkey), json),
+        TeamCommand::Remove {
+            space,
+            member,
+            json,
+        } => team(A::Remove, space, Some(member), json),
+        TeamCommand::Join { space, json } => team(A::Join, space, None, json),
+    }
 }
 
 #[derive(Subcommand)]
@@ -395,6 +473,27 @@ enum SyncCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Print this device's public key (`age1…`, made on first use): a teammate adds it with
+    /// `nmem team add SPACE PUBKEY`. The secret half stays in this home's database.
+    Identity {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Keep a project out of the personal space: its events are never logged for it (what was
+    /// sent before stays on the server).
+    Exclude {
+        /// The project, by name.
+        project: String,
+        /// Print what is routed where as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Undo `exclude`: the project's new events go to the personal space again.
+    Include {
+        project: String,
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 fn sync(cmd: SyncCommand) -> ExitCode {
@@ -417,6 +516,9 @@ fn sync(cmd: SyncCommand) -> ExitCode {
         SyncCommand::Now { json } => s::now(json),
         SyncCommand::Status { json } => s::status(json),
         SyncCommand::Disable { json } => s::disable(json),
+        SyncCommand::Identity { json } => s::identity(json),
+        SyncCommand::Exclude { project, json } => s::exclude(project, false, json),
+        SyncCommand::Include { project, json } => s::exclude(project, true, json),
     }
 }
 
@@ -894,5 +996,13 @@ fn main() -> ExitCode {
         Command::Knowledge(cmd) => knowledge(cmd),
         Command::Work(cmd) => work(cmd),
         Command::Sync(cmd) => sync(cmd),
+        Command::Team(cmd) => team(cmd),
+        Command::Share {
+            project,
+            team,
+            with,
+            stop,
+            json,
+        } => nmem_shim::sync::share(project, team, with, stop, json),
     }
 }
