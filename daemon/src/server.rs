@@ -47,6 +47,9 @@ pub fn router(app: Arc<App>, limits: Arc<crate::conn::Limits>) -> Router {
         .route(wire::PATH_SYNC_NOW, post(sync_now))
         .route(wire::PATH_SYNC_STATUS, post(sync_status))
         .route(wire::PATH_SYNC_DISABLE, post(sync_disable))
+        .route(wire::PATH_SYNC_QUARANTINE, post(sync_quarantine))
+        .route(wire::PATH_SYNC_VERIFY, post(sync_verify))
+        .route(wire::PATH_REBUILD, post(rebuild))
         // The viewer's API without a token: this socket is the owner's alone.
         .merge(crate::web::api::routes())
         .fallback(not_found)
@@ -291,6 +294,23 @@ async fn sync_disable(
     State(app): State<Arc<App>>,
 ) -> Result<Json<nmem_proto::sync::SyncStatus>, ApiError> {
     Ok(Json(crate::sync::disable(&app).await?))
+}
+
+async fn sync_quarantine(
+    State(app): State<Arc<App>>,
+    b: Bytes,
+) -> Result<Json<nmem_proto::sync::Quarantined>, ApiError> {
+    Ok(Json(crate::sync::quarantine(app, body(&b)?).await?))
+}
+
+async fn sync_verify(
+    State(app): State<Arc<App>>,
+) -> Result<Json<nmem_proto::sync::Verified>, ApiError> {
+    Ok(Json(crate::sync::verify(&app).await?))
+}
+
+async fn rebuild(State(app): State<Arc<App>>) -> Result<Json<nmem_proto::sync::Rebuilt>, ApiError> {
+    Ok(Json(crate::sync::rebuild(&app).await?))
 }
 
 async fn retention(

@@ -61,6 +61,9 @@ pub const PATH_SYNC_JOIN: &str = "/v1/sync/join";
 pub const PATH_SYNC_NOW: &str = "/v1/sync/now";
 pub const PATH_SYNC_STATUS: &str = "/v1/sync/status";
 pub const PATH_SYNC_DISABLE: &str = "/v1/sync/disable";
+pub const PATH_SYNC_QUARANTINE: &str = "/v1/sync/quarantine";
+pub const PATH_SYNC_VERIFY: &str = "/v1/sync/verify";
+pub const PATH_REBUILD: &str = "/v1/rebuild";
 
 /// Unique per `nmem record` invocation; makes a replay from the spool idempotent.
 pub const H_EVENT_ID: &str = "x-nmem-event-id";

@@ -27,4 +27,5 @@ mod redaction;
 mod repo;
 mod service;
 mod sync;
+mod sync_ops;
 mod viewer;
