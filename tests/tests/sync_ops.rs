@@ -279,7 +279,8 @@ fn rebuild_regenerates_the_projections_from_the_log() {
     // emptied (what a lost or corrupted index looks like).
     db.stop();
     {
-        let c = b.db();
+        // `Home::db` is read-only: the damage needs a writable connection.
+        let c = rusqlite::Connection::open(&b.paths.db).unwrap();
         c.execute_batch(
             "DELETE FROM observations WHERE event_id IN ('a-3', 'a-17', 'a-29', 'b-4');
              INSERT INTO observations_fts(observations_fts) VALUES ('delete-all');",
@@ -296,7 +297,13 @@ fn rebuild_regenerates_the_projections_from_the_log() {
     let r = ok_json(&b, &["rebuild", "--json"]);
     assert_eq!(r["restored"], 4, "{r}");
     assert_eq!(r["events"], 40, "{r}");
-    assert_eq!(search_events(&b, "quokkaberry"), before);
+    // The same results. Not yet in the same order: rows stored again get new row ids, and
+    // results of equal score are ordered by row id (docs/sync.md, "Not done yet").
+    let mut after = search_events(&b, "quokkaberry");
+    let mut before = before;
+    after.sort();
+    before.sort();
+    assert_eq!(after, before);
     // Nothing twice.
     assert_eq!(observations(&b), 40);
 }
