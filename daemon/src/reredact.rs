@@ -28,6 +28,8 @@ fn run(c: &mut Connection, r: &Redactor, apply: bool) -> rusqlite::Result<Redact
         ..Default::default()
     };
     let tx = c.transaction()?;
+    // The rows rewritten: synced copies of them are forgotten (a tombstone, docs/sync.md).
+    let mut rewritten: (Vec<i64>, Vec<i64>) = Default::default();
     {
         let mut read =
             tx.prepare("SELECT id, content, file_path, rel_path, metadata FROM observations")?;
@@ -59,6 +61,7 @@ fn run(c: &mut Connection, r: &Redactor, apply: bool) -> rusqlite::Result<Redact
                 }
                 if apply {
                     write.execute(rusqlite::params![id, content, file, rel, meta])?;
+                    rewritten.0.push(id);
                 }
             }
         }
@@ -78,6 +81,7 @@ fn run(c: &mut Connection, r: &Redactor, apply: bool) -> rusqlite::Result<Redact
                 }
                 if apply {
                     write.execute(rusqlite::params![id, content])?;
+                    rewritten.1.push(id);
                 }
             }
         }
@@ -117,6 +121,16 @@ fn run(c: &mut Connection, r: &Redactor, apply: bool) -> rusqlite::Result<Redact
                     write.execute(rusqlite::params![id, title, summary, reason, payload])?;
                 }
             }
+        }
+        if apply {
+            let mut events =
+                crate::sync::tombstone::ids_of_rows(&tx, "observations", &rewritten.0)?;
+            events.extend(crate::sync::tombstone::ids_of_rows(
+                &tx,
+                "prompts",
+                &rewritten.1,
+            )?);
+            crate::sync::tombstone::emit(&tx, &events, "redact")?;
         }
         if apply && out.observations + out.prompts + out.knowledge > 0 {
             tx.execute(

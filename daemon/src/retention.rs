@@ -253,6 +253,17 @@ fn delete_rows(
             }
         }
     }
+    // A purge is forgotten on every synced device too (a tombstone, docs/sync.md); retention
+    // is each device's own policy.
+    if action == "purge" {
+        let mut events = crate::sync::tombstone::ids_of_rows(&tx, "observations", &cand.obs)?;
+        events.extend(crate::sync::tombstone::ids_of_rows(
+            &tx,
+            "prompts",
+            &cand.prompts,
+        )?);
+        crate::sync::tombstone::emit(&tx, &events, "purge")?;
+    }
     for (table, ids, n) in [
         ("observations", &cand.obs, &mut counts.0),
         ("prompts", &cand.prompts, &mut counts.1),

@@ -54,6 +54,9 @@ pub fn router(app: Arc<App>, limits: Arc<crate::conn::Limits>) -> Router {
         .route(wire::PATH_TEAM_ADD, post(team_add))
         .route(wire::PATH_TEAM_REMOVE, post(team_remove))
         .route(wire::PATH_TEAM_JOIN, post(team_join))
+        .route(wire::PATH_SYNC_QUARANTINE, post(sync_quarantine))
+        .route(wire::PATH_SYNC_VERIFY, post(sync_verify))
+        .route(wire::PATH_REBUILD, post(rebuild))
         // The viewer's API without a token: this socket is the owner's alone.
         .merge(crate::web::api::routes())
         .fallback(not_found)
@@ -346,6 +349,23 @@ async fn team_join(
     b: Bytes,
 ) -> Result<Json<nmem_proto::sync::TeamStatus>, ApiError> {
     Ok(Json(crate::sync::team::join(&app, body(&b)?).await?))
+}
+
+async fn sync_quarantine(
+    State(app): State<Arc<App>>,
+    b: Bytes,
+) -> Result<Json<nmem_proto::sync::Quarantined>, ApiError> {
+    Ok(Json(crate::sync::quarantine(app, body(&b)?).await?))
+}
+
+async fn sync_verify(
+    State(app): State<Arc<App>>,
+) -> Result<Json<nmem_proto::sync::Verified>, ApiError> {
+    Ok(Json(crate::sync::verify(&app).await?))
+}
+
+async fn rebuild(State(app): State<Arc<App>>) -> Result<Json<nmem_proto::sync::Rebuilt>, ApiError> {
+    Ok(Json(crate::sync::rebuild(&app).await?))
 }
 
 async fn retention(

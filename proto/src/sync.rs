@@ -82,6 +82,10 @@ pub struct SyncStatus {
     /// Projects kept out of the personal space.
     #[serde(default)]
     pub excluded: Vec<String>,
+    /// Logged events the current redaction rules hold back (not uploaded): `nmem sync
+    /// quarantine` lists them, `--release` uploads them as they are, `--drop` keeps them here.
+    #[serde(default)]
+    pub quarantined: i64,
 }
 
 // Team spaces and routing (docs/sync.md, "Team spaces"). Appended fields and types only.
@@ -166,4 +170,83 @@ pub struct Routing {
     pub shares: Vec<Share>,
     /// The observation types every share carries.
     pub default_types: Vec<String>,
+
+
+/// `POST /v1/sync/quarantine`: list the quarantined events, or release or drop them all.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QuarantineRequest {
+    #[serde(default)]
+    pub release: bool,
+    #[serde(default)]
+    pub drop: bool,
+}
+
+/// One quarantined event: its log sequence number, local event id, project, and the start of its
+/// content as the current rules redact it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct QuarantinedEvent {
+    pub seq: i64,
+    pub event_id: String,
+    pub project: String,
+    pub preview: String,
+}
+
+/// The reply of `/v1/sync/quarantine`: how many are (still) held, released, dropped.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Quarantined {
+    pub quarantined: i64,
+    pub released: i64,
+    pub dropped: i64,
+    #[serde(default)]
+    pub events: Vec<QuarantinedEvent>,
+}
+
+/// One device's stream compared (`nmem sync verify`): the server's side and this home's.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct StreamCheck {
+    pub device: String,
+    /// This device's own stream (else another device's, as pulled).
+    pub this_device: bool,
+    /// The highest sequence number on the server, and here (the log, or the applied cursor).
+    pub server_head: i64,
+    pub local_head: i64,
+    /// Events compared on each side (through the lower head), and the SHA-256 (hex, first 16
+    /// bytes) of their `seq:event id` lines: equal hashes, equal streams.
+    pub server_count: i64,
+    pub local_count: i64,
+    pub server_hash: String,
+    pub local_hash: String,
+    /// Sequence numbers this home has and the server lacks (at most 100 shown).
+    #[serde(default)]
+    pub missing_on_server: Vec<i64>,
+    /// Sequence numbers the server has and this home lacks (at most 100 shown).
+    #[serde(default)]
+    pub missing_here: Vec<i64>,
+    /// Sequence numbers holding different event ids on the two sides (at most 100 shown).
+    #[serde(default)]
+    pub different: Vec<i64>,
+    pub ok: bool,
+}
+
+/// The reply of `/v1/sync/verify`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Verified {
+    pub ok: bool,
+    pub streams: Vec<StreamCheck>,
+}
+
+/// The reply of `/v1/rebuild` (`nmem rebuild`): projections regenerated from the event log.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Rebuilt {
+    /// Whether sync is enabled (without it the log holds nothing new).
+    pub sync_enabled: bool,
+    /// Logged events read (this device's and those applied from others), tombstones aside.
+    pub events: u64,
+    /// Of those, events whose rows were missing and were stored again.
+    pub restored: u64,
+    /// Logged envelopes this nmem could not read (none expected).
+    pub unreadable: u64,
+    /// Rows indexed again in the full-text indexes.
+    pub indexed: u64,
 }

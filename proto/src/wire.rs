@@ -68,6 +68,9 @@ pub const PATH_TEAM_CREATE: &str = "/v1/team/create";
 pub const PATH_TEAM_ADD: &str = "/v1/team/add";
 pub const PATH_TEAM_REMOVE: &str = "/v1/team/remove";
 pub const PATH_TEAM_JOIN: &str = "/v1/team/join";
+pub const PATH_SYNC_QUARANTINE: &str = "/v1/sync/quarantine";
+pub const PATH_SYNC_VERIFY: &str = "/v1/sync/verify";
+pub const PATH_REBUILD: &str = "/v1/rebuild";
 
 /// Unique per `nmem record` invocation; makes a replay from the spool idempotent.
 pub const H_EVENT_ID: &str = "x-nmem-event-id";

@@ -1,5 +1,6 @@
-//! `nmem sync enable | join | now | status | disable | identity | exclude | include`, `nmem share`
-//! and `nmem team`: the commands of sync (docs/sync.md).
+//! `nmem sync enable | join | now | status | disable | identity | exclude | include |
+//! quarantine | verify`, `nmem share`, `nmem team` and `nmem rebuild`: the commands of sync
+//! (docs/sync.md).
 //! Each asks the running daemon, which does the work; `--json` prints its reply.
 //!
 //! The recovery phrase of `join` is read from a file or standard input by default, so it stays
@@ -9,7 +10,10 @@ use crate::cli::finish;
 use crate::daemon_client::{call, CallError, Options};
 use crate::render::Text;
 use nmem_proto::admin::Empty;
-use nmem_proto::sync::{EnableRequest, Enabled, JoinRequest, SyncStatus};
+use nmem_proto::sync::{
+    EnableRequest, Enabled, JoinRequest, QuarantineRequest, Quarantined, Rebuilt, SyncStatus,
+    Verified,
+};
 use nmem_proto::wire;
 use std::io::Read;
 use std::process::ExitCode;
@@ -175,6 +179,15 @@ fn status_text(s: &SyncStatus) -> Text {
             t.locked.as_deref().map(|_| "  (removed)").unwrap_or("")
         );
     }
+    if s.quarantined > 0 {
+        let _ = writeln!(
+            b,
+            "quarantined: {} (held back by the current redaction rules, not uploaded: \
+             `nmem sync quarantine` lists them, `--release` uploads them as they are, `--drop` \
+             keeps them on this device only)",
+            s.quarantined
+        );
+    }
     if let Some(e) = &s.last_error {
         let _ = writeln!(b, "last error   {e}");
     }
@@ -280,5 +293,136 @@ pub fn team(action: TeamAction, space: String, member: Option<String>, json: boo
             );
         }
         text(b)
+    })
+}
+
+pub fn quarantine(release: bool, drop: bool, json: bool) -> ExitCode {
+    let res = post::<_, Quarantined>(
+        wire::PATH_SYNC_QUARANTINE,
+        &QuarantineRequest { release, drop },
+    );
+    finish(res, json, |q| {
+        use std::fmt::Write as _;
+        let mut b = String::new();
+        if q.released > 0 {
+            let _ = writeln!(
+                b,
+                "released {} event(s): uploaded at the next round",
+                q.released
+            );
+        }
+        if q.dropped > 0 {
+            let _ = writeln!(
+                b,
+                "dropped {} event(s): kept on this device only",
+                q.dropped
+            );
+        }
+        if q.released == 0 && q.dropped == 0 {
+            let _ = writeln!(b, "quarantined: {}", q.quarantined);
+            for e in &q.events {
+                let _ = writeln!(
+                    b,
+                    "  seq {}  {}  {}  {}",
+                    e.seq,
+                    e.event_id,
+                    e.project,
+                    e.preview.replace('\n', " ")
+                );
+            }
+            if q.quarantined > 0 {
+                let _ = writeln!(
+                    b,
+                    "`nmem sync quarantine --release` uploads them as they are; `--drop` keeps \
+                     them on this device only"
+                );
+            }
+        }
+        text(b)
+    })
+}
+
+/// `nmem sync verify`: exit 0 when every stream agrees, 1 when one differs (with what differs).
+pub fn verify(json: bool) -> ExitCode {
+    let res = post::<_, Verified>(wire::PATH_SYNC_VERIFY, &Empty {});
+    let differs = matches!(&res, Ok(v) if !v.ok);
+    let code = finish(res, json, |v| {
+        use std::fmt::Write as _;
+        let mut b = String::new();
+        for s in &v.streams {
+            let _ = writeln!(
+                b,
+                "{} {}{}: server head {}, here {}; {} vs {} events, hash {} vs {}",
+                if s.ok { "ok     " } else { "DIFFERS" },
+                s.device,
+                if s.this_device { " (this device)" } else { "" },
+                s.server_head,
+                s.local_head,
+                s.server_count,
+                s.local_count,
+                s.server_hash,
+                s.local_hash
+            );
+            let list = |v: &[i64]| {
+                v.iter()
+                    .map(|n| n.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            if !s.missing_on_server.is_empty() {
+                let _ = writeln!(
+                    b,
+                    "  missing on the server: seq {}",
+                    list(&s.missing_on_server)
+                );
+            }
+            if !s.missing_here.is_empty() {
+                let _ = writeln!(b, "  missing here: seq {}", list(&s.missing_here));
+            }
+            if !s.different.is_empty() {
+                let _ = writeln!(b, "  different events: seq {}", list(&s.different));
+            }
+        }
+        let _ = writeln!(
+            b,
+            "{}",
+            if v.ok {
+                "the server and this home agree"
+            } else {
+                "the server and this home differ: a row deleted or changed on the server is not \
+                 repaired by nmem (a missing event of this device is not uploaded again; restore \
+                 the server from a backup, or `nmem sync disable` and `join` to start a new \
+                 stream)"
+            }
+        );
+        text(b)
+    });
+    if differs {
+        ExitCode::from(1)
+    } else {
+        code
+    }
+}
+
+/// `nmem rebuild`: regenerate the projections from the event log.
+pub fn rebuild(json: bool) -> ExitCode {
+    let res = post::<_, Rebuilt>(wire::PATH_REBUILD, &Empty {});
+    finish(res, json, |r| {
+        text(format!(
+            "rebuilt: {} logged events read, {} stored again, {} rows re-indexed{}{}\n",
+            r.events,
+            r.restored,
+            r.indexed,
+            if r.unreadable > 0 {
+                format!(", {} unreadable (upgrade nmem)", r.unreadable)
+            } else {
+                String::new()
+            },
+            if r.sync_enabled {
+                ""
+            } else {
+                " (sync is not enabled: only events logged while it was are in the log)"
+            }
+        ))
     })
 }

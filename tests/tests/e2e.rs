@@ -28,4 +28,5 @@ mod repo;
 mod service;
 mod sync;
 mod sync_team;
+mod sync_ops;
 mod viewer;

@@ -13,14 +13,14 @@ use std::time::{Duration, Instant};
 
 /// Converging: the background task polls every second, backing off to 30 s while the server
 /// is away; a CI machine is slow.
-const CONVERGE: Duration = Duration::from_secs(120);
+pub(crate) const CONVERGE: Duration = Duration::from_secs(120);
 
 /// A phrase of the right form (valid BIP-39, 32 bytes) that is no space's key.
 const WRONG_PHRASE: &str = "abandon abandon abandon abandon abandon abandon abandon abandon \
     abandon abandon abandon abandon abandon abandon abandon abandon abandon abandon abandon \
     abandon abandon abandon abandon art";
 
-fn nmem(home: &Home, args: &[&str]) -> Output {
+pub(crate) fn nmem(home: &Home, args: &[&str]) -> Output {
     home.cmd("nmem")
         .args(args)
         .stdin(Stdio::null())
@@ -28,7 +28,7 @@ fn nmem(home: &Home, args: &[&str]) -> Output {
         .expect("run nmem")
 }
 
-fn ok_json(home: &Home, args: &[&str]) -> serde_json::Value {
+pub(crate) fn ok_json(home: &Home, args: &[&str]) -> serde_json::Value {
     let out = nmem(home, args);
     assert!(
         out.status.success(),
@@ -44,13 +44,13 @@ fn ok_json(home: &Home, args: &[&str]) -> serde_json::Value {
 }
 
 /// `nmem sync enable` on `home`: its recovery phrase.
-fn enable(home: &Home, pg: &Postgres) -> String {
+pub(crate) fn enable(home: &Home, pg: &Postgres) -> String {
     let v = ok_json(home, &["sync", "enable", "--url", &pg.url(), "--json"]);
     v["recovery_phrase"].as_str().unwrap().to_string()
 }
 
 /// `nmem sync join` on `home` with the phrase in a file.
-fn join(home: &Home, pg: &Postgres, phrase: &str) -> Output {
+pub(crate) fn join(home: &Home, pg: &Postgres, phrase: &str) -> Output {
     let f = home.dir.join("phrase.txt");
     std::fs::write(&f, phrase).unwrap();
     nmem(
@@ -67,12 +67,12 @@ fn join(home: &Home, pg: &Postgres, phrase: &str) -> Output {
     )
 }
 
-fn status(home: &Home) -> serde_json::Value {
+pub(crate) fn status(home: &Home) -> serde_json::Value {
     ok_json(home, &["sync", "status", "--json"])
 }
 
 /// Record `n` events on `home` through the batch route, ids `{tag}-{i}`, content carrying `extra`.
-fn record(home: &Home, tag: &str, range: std::ops::Range<usize>, extra: &str) {
+pub(crate) fn record(home: &Home, tag: &str, range: std::ops::Range<usize>, extra: &str) {
     let ids: Vec<usize> = range.collect();
     for chunk in ids.chunks(100) {
         let body: Vec<String> = chunk
@@ -105,7 +105,7 @@ fn record(home: &Home, tag: &str, range: std::ops::Range<usize>, extra: &str) {
     }
 }
 
-fn event_ids(home: &Home) -> BTreeSet<String> {
+pub(crate) fn event_ids(home: &Home) -> BTreeSet<String> {
     let db = home.db();
     let mut st = db
         .prepare("SELECT event_id FROM observations WHERE event_id IS NOT NULL")
@@ -116,7 +116,7 @@ fn event_ids(home: &Home) -> BTreeSet<String> {
         .collect()
 }
 
-fn observations(home: &Home) -> i64 {
+pub(crate) fn observations(home: &Home) -> i64 {
     home.count("SELECT COUNT(*) FROM observations")
 }
 
@@ -129,7 +129,7 @@ fn server_stream(pg: &Postgres, device: &str) -> (i64, i64) {
     (a.parse().unwrap(), b.parse().unwrap())
 }
 
-fn device(home: &Home) -> String {
+pub(crate) fn device(home: &Home) -> String {
     status(home)["device"].as_str().unwrap().to_string()
 }
 

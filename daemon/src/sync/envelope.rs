@@ -12,8 +12,15 @@ use nmem_proto::harness::{Event, Harness};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-/// The envelope's format version: a reader refuses a newer one.
+/// The envelope's format version of an ordinary event: a reader refuses a newer one.
 pub const VERSION: u32 = 1;
+
+/// The version a tombstone carries (`v` is the version a reader needs): an nmem that reads only
+/// version 1 stops its pull at a tombstone instead of storing it half-understood.
+pub const TOMBSTONE_VERSION: u32 = 2;
+
+/// The newest version this build reads.
+pub const READS: u32 = TOMBSTONE_VERSION;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Envelope {
@@ -31,6 +38,11 @@ pub struct Envelope {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub thoughts: Vec<EnvThought>,
     pub redactions: u32,
+    /// Set on a tombstone (version 2). Its `record` is then an empty user prompt, never stored:
+    /// only so that a version-1 reader parses it and stops at its version with "upgrade nmem",
+    /// instead of failing on a record kind it does not know.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tombstone: Option<Tombstone>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -58,6 +70,14 @@ pub enum EnvRecord {
         content: String,
         prompt_uid: Option<String>,
     },
+}
+
+/// A forget (`sync::tombstone`): the local event ids (of rows, thoughts included) that every
+/// device removes, and why (`purge`, `redact`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Tombstone {
+    pub forget: Vec<String>,
+    pub reason: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -172,6 +192,7 @@ impl Envelope {
                 })
                 .collect(),
             redactions: ev.redactions,
+            tombstone: None,
         })
     }
 
@@ -179,22 +200,72 @@ impl Envelope {
         serde_json::to_vec(self).expect("an envelope serialises")
     }
 
-    /// Parse and check an envelope received from another device.
+    /// A tombstone of `project`'s events `forget` (local event ids), under its own random id.
+    pub fn tombstone(id: String, project: &str, forget: Vec<String>, reason: &str) -> Envelope {
+        Envelope {
+            v: TOMBSTONE_VERSION,
+            event_id: id,
+            received_at: nmem_proto::now_ms(),
+            harness: "nmem".into(),
+            session_id: String::new(),
+            cwd: String::new(),
+            project: EnvProject {
+                name: project.to_string(),
+                root: String::new(),
+                worktree: None,
+                branch: None,
+            },
+            event: "tombstone".into(),
+            event_name: reason.to_string(),
+            record: EnvRecord::Prompt {
+                source: "user".into(),
+                content: String::new(),
+                prompt_uid: None,
+            },
+            effect: EnvEffect::None,
+            thoughts: vec![],
+            redactions: 0,
+            tombstone: Some(Tombstone {
+                forget,
+                reason: reason.to_string(),
+            }),
+        }
+    }
+
+    /// The event ids a tombstone forgets (None: an ordinary event).
+    pub fn forgets(&self) -> Option<&[String]> {
+        self.tombstone.as_ref().map(|t| t.forget.as_slice())
+    }
+
+    /// Parse and check an envelope received from another device. The version is read first, so
+    /// a newer envelope is refused for its version, whatever else changed in it.
     pub fn from_bytes(b: &[u8]) -> Result<Envelope, String> {
+        #[derive(Deserialize)]
+        struct Probe {
+            v: u32,
+        }
+        let p: Probe =
+            serde_json::from_slice(b).map_err(|e| format!("not an nmem event envelope: {e}"))?;
+        if p.v > READS {
+            return Err(format!(
+                "an event of envelope version {} (this nmem reads up to {READS}): upgrade nmem \
+                 on this device",
+                p.v
+            ));
+        }
         let e: Envelope =
             serde_json::from_slice(b).map_err(|e| format!("not an nmem event envelope: {e}"))?;
-        if e.v > VERSION {
-            return Err(format!(
-                "an event of envelope version {} (this nmem reads up to {VERSION}): upgrade nmem \
-                 on this device",
-                e.v
-            ));
+        if e.forgets().is_some() != (e.v == TOMBSTONE_VERSION) {
+            return Err("not an nmem event envelope: a tombstone must carry version 2".into());
         }
         Ok(e)
     }
 
     /// The event the writer stores for this envelope.
     pub fn into_prepared(self) -> Result<Prepared, String> {
+        if self.tombstone.is_some() {
+            return Err("a tombstone is not an event to store".into());
+        }
         let harness: &'static str = if self.harness == "nmem" {
             "nmem"
         } else {
@@ -340,12 +411,36 @@ mod tests {
     #[test]
     fn unknown_names_and_newer_versions_are_refused() {
         let mut env = Envelope::of(&observation("x")).unwrap();
-        env.v = VERSION + 1;
+        env.v = READS + 1;
         let err = Envelope::from_bytes(&env.to_bytes()).unwrap_err();
         assert!(err.contains("upgrade nmem"), "{err}");
         let mut env = Envelope::of(&observation("x")).unwrap();
         env.harness = "vim".into();
         assert!(env.into_prepared().unwrap_err().contains("unknown harness"));
+    }
+
+    #[test]
+    fn a_tombstone_round_trips_and_a_version_1_reader_would_refuse_it() {
+        let t = Envelope::tombstone("t1".into(), "app", vec!["e1".into()], "purge");
+        let back = Envelope::from_bytes(&t.to_bytes()).unwrap();
+        assert_eq!(back.forgets(), Some(&["e1".to_string()][..]));
+        assert!(back.into_prepared().is_err());
+        // A version-1 reader parses the struct as it knew it (no `tombstone` field), then
+        // refuses the version: "upgrade nmem", never a half-understood event.
+        let mut v: Value = serde_json::from_slice(&t.to_bytes()).unwrap();
+        v.as_object_mut().unwrap().remove("tombstone");
+        let old: Envelope = serde_json::from_value(v).unwrap();
+        assert!(old.v > VERSION);
+        // A tombstone claiming version 1 is refused.
+        let mut bad = t.clone();
+        bad.v = VERSION;
+        assert!(Envelope::from_bytes(&bad.to_bytes()).is_err());
+    }
+
+    #[test]
+    fn a_newer_envelope_is_refused_for_its_version_even_when_its_shape_changed() {
+        let err = Envelope::from_bytes(br#"{"v":3,"something":"new"}"#).unwrap_err();
+        assert!(err.contains("upgrade nmem"), "{err}");
     }
 
     proptest! {

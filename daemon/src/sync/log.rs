@@ -32,11 +32,7 @@ pub fn append(conn: &Connection, ev: &Prepared) -> rusqlite::Result<()> {
     let bytes = env.to_bytes();
     let now = nmem_proto::now_ms();
     if personal {
-        conn.prepare_cached(
-            "INSERT INTO sync_log (seq, event_id, created_at, envelope)
-             SELECT COALESCE(MAX(seq), 0) + 1, ?1, ?2, ?3 FROM sync_log",
-        )?
-        .execute(params![ev.event_id, now, bytes])?;
+        append_envelope(conn, &ev.event_id, &bytes)?;
     }
     for space in teams {
         conn.prepare_cached(
@@ -183,6 +179,16 @@ pub fn load_routes(conn: &Connection) -> rusqlite::Result<()> {
     Ok(())
 }
 
+/// Log an envelope under the next sequence number (events, tombstones, released quarantine).
+pub fn append_envelope(conn: &Connection, event_id: &str, envelope: &[u8]) -> rusqlite::Result<()> {
+    conn.prepare_cached(
+        "INSERT INTO sync_log (seq, event_id, created_at, envelope)
+         SELECT COALESCE(MAX(seq), 0) + 1, ?1, ?2, ?3 FROM sync_log",
+    )?
+    .execute(params![event_id, nmem_proto::now_ms(), envelope])?;
+    Ok(())
+}
+
 /// This home's sync identity.
 #[derive(Debug, Clone)]
 pub struct State {
@@ -309,26 +315,54 @@ pub fn cursors(conn: &Connection, space: &str) -> rusqlite::Result<HashMap<Strin
     rows.collect()
 }
 
+/// What a pull applies: an event, or a tombstone (its own id, the ids it forgets, why).
+pub enum Inbound {
+    Event(Prepared),
+    Tombstone(Envelope),
+}
+
 /// Store events pulled from `device` (in sequence order) and move its cursor to `through`, in
 /// one transaction: a crash before the commit leaves both as they were, and the next pull
-/// fetches the same events again (stored once: event ids are unique).
+/// fetches the same events again (stored once: event ids are unique). Each applied envelope is
+/// kept in `sync_inbound` (for `nmem rebuild`); an event a tombstone forgot is not stored again.
 pub fn apply_inbound(
     conn: &mut Connection,
     space: &str,
     device: &str,
-    events: &[(i64, Prepared)],
+    events: &[(i64, Inbound)],
     through: i64,
 ) -> rusqlite::Result<usize> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let mut stored = 0;
-    for (seq, ev) in events {
-        if crate::store::writer::apply_inbound(&tx, ev)? {
-            stored += 1;
-        }
+    for (seq, item) in events {
+        let (event_id, envelope) = match item {
+            Inbound::Event(ev) => {
+                if super::tombstone::is_forgotten(&tx, &ev.event_id)? {
+                    continue;
+                }
+                if crate::store::writer::apply_inbound(&tx, ev)? {
+                    stored += 1;
+                }
+                let Some(env) = Envelope::of(ev) else {
+                    continue;
+                };
+                (ev.event_id.as_str(), env.to_bytes())
+            }
+            Inbound::Tombstone(env) => {
+                let t = env.tombstone.as_ref().expect("a tombstone");
+                super::tombstone::forget_here(&tx, &t.forget, &t.reason)?;
+                (env.event_id.as_str(), env.to_bytes())
+            }
+        };
         tx.prepare_cached(
             "INSERT OR IGNORE INTO sync_origin (event_id, device, seq) VALUES (?1, ?2, ?3)",
         )?
-        .execute(params![ev.event_id, device, seq])?;
+        .execute(params![event_id, device, seq])?;
+        tx.prepare_cached(
+            "INSERT OR IGNORE INTO sync_inbound (event_id, device, seq, envelope)
+             VALUES (?1, ?2, ?3, ?4)",
+        )?
+        .execute(params![event_id, device, seq, envelope])?;
     }
     tx.execute(
         "INSERT INTO sync_cursors (space, device, seq) VALUES (?1, ?2, ?3)

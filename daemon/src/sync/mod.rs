@@ -7,6 +7,10 @@
 //! * [`crypto`]: the space key, its recovery phrase and fingerprint, sealing events.
 //! * [`remote`]: nmem's tables on the server and the statements of push and pull.
 //! * [`team`]: team spaces (member keys, rotation), `share`, `exclude` and their rounds.
+//! * [`tombstone`]: forgets (purge, `redact --apply`) as events; owners null their ciphertext.
+//! * [`quarantine`]: the uploader's re-check against the current redaction rules.
+//! * [`verify`]: `nmem sync verify`, the server's streams against this home's.
+//! * [`rebuild`]: `nmem rebuild`, the projections regenerated from the event log.
 //!
 //! This module runs the rounds: [`run`] is the background task (a round within a second of
 //! new events, backoff while the server is away; capture never waits for it), [`now`] a round
@@ -15,13 +19,20 @@
 pub mod crypto;
 pub mod envelope;
 pub mod log;
+pub mod quarantine;
+pub mod rebuild;
 pub mod remote;
 pub mod team;
+pub mod tombstone;
+pub mod verify;
 
 use crate::app::App;
 use crate::store::writer::WriteError;
 use crypto::{Place, SpaceKey};
-use nmem_proto::sync::{EnableRequest, Enabled, Head, JoinRequest, SyncStatus};
+use nmem_proto::sync::{
+    EnableRequest, Enabled, Head, JoinRequest, QuarantineRequest, Quarantined, Rebuilt, SyncStatus,
+    Verified,
+};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -195,7 +206,7 @@ pub async fn disable(app: &App) -> Result<SyncStatus, WriteError> {
 
 /// `nmem sync status`.
 pub async fn status(app: &App) -> Result<SyncStatus, WriteError> {
-    let (st, local_seq, cursors, (teams, excluded)) = app
+    let (st, local_seq, cursors, (teams, excluded), quarantined) = app
         .writer
         .exec(|c| {
             let st = log::load(c)?;
@@ -205,7 +216,7 @@ pub async fn status(app: &App) -> Result<SyncStatus, WriteError> {
                 None => Default::default(),
             };
             let routing = (team::statuses(c)?, team::excluded(c)?);
-            Ok((st, local, cursors, routing))
+            Ok((st, local, cursors, routing, quarantine::count(c)?))
         })
         .await?;
     let seen = app.sync.seen.lock().unwrap().clone();
@@ -246,6 +257,7 @@ pub async fn status(app: &App) -> Result<SyncStatus, WriteError> {
         last_sync_at: seen.last_sync_at,
         teams,
         excluded,
+        quarantined,
     })
 }
 
@@ -370,15 +382,44 @@ async fn push(app: &App, client: &tokio_postgres::Client, st: &log::State) -> Re
     loop {
         let batch = app
             .writer
-            .exec(move |c| Ok(log::outbox(c, head, BATCH)?))
+            .exec(move |c| Ok(quarantine::outbox(c, head, BATCH)?))
             .await
             .map_err(|e| e.to_string())?;
         let Some(last) = batch.last().map(|b| b.0) else {
-            return Ok(());
+            break;
         };
+        // The current redaction rules first: what they would change is held back, before
+        // anything of it is sealed (the hold is committed before the placeholder goes up).
+        let held: Vec<i64> = batch
+            .iter()
+            .filter(|(_, _, env, state)| {
+                *state == tombstone::LIVE
+                    && !env.is_empty()
+                    && quarantine::hits(&app.ingest.redactor, env)
+            })
+            .map(|b| b.0)
+            .collect();
+        if !held.is_empty() {
+            tracing::warn!(
+                "sync: {} event(s) quarantined by the current redaction rules (`nmem sync \
+                 quarantine` lists them)",
+                held.len()
+            );
+            let seqs = held.clone();
+            app.writer
+                .exec(move |c| Ok(quarantine::hold(c, &seqs)?))
+                .await
+                .map_err(|e| e.to_string())?;
+        }
         let mut out = Vec::with_capacity(batch.len());
-        for (seq, id, envelope) in &batch {
-            let event_id = st.key.server_event_id(id);
+        for (seq, id, envelope, state) in &batch {
+            let held_now = held.contains(seq);
+            let id = if held_now {
+                quarantine::held_id(id)
+            } else {
+                id.clone()
+            };
+            let event_id = st.key.server_event_id(&id);
             let place = Place {
                 space: &st.space,
                 device: &st.device,
@@ -386,7 +427,15 @@ async fn push(app: &App, client: &tokio_postgres::Client, st: &log::State) -> Re
                 event_id: &event_id,
                 key_id: &st.key_id,
             };
-            let sealed = st.key.seal(&place, envelope).map_err(|e| e.to_string())?;
+            // Forgotten, quarantined or dropped: a placeholder without ciphertext.
+            let sealed = if held_now
+                || envelope.is_empty()
+                || matches!(*state, quarantine::HELD | quarantine::ENDED)
+            {
+                None
+            } else {
+                Some(st.key.seal(&place, envelope).map_err(|e| e.to_string())?)
+            };
             out.push(remote::Outgoing {
                 seq: *seq,
                 event_id,
@@ -413,6 +462,7 @@ async fn push(app: &App, client: &tokio_postgres::Client, st: &log::State) -> Re
         seen.own_head = head;
         seen.pushed += acked;
     }
+    tombstone::null_on_server(app, client, st, head).await
 }
 
 async fn mark_cloned(app: &App, st: &log::State) -> String {
@@ -449,7 +499,8 @@ async fn pull(app: &App, client: &tokio_postgres::Client, st: &log::State) -> Re
             let mut events = Vec::with_capacity(rows.len());
             for r in rows {
                 let Some(sealed) = r.sealed else {
-                    // Nulled by its owner (a forget, later work): nothing to store.
+                    // Nulled by its owner (forgotten) or a quarantine placeholder: nothing to
+                    // store.
                     continue;
                 };
                 let place = Place {
@@ -465,23 +516,41 @@ async fn pull(app: &App, client: &tokio_postgres::Client, st: &log::State) -> Re
                         r.seq
                     )
                 })?;
-                let mut ev = envelope::Envelope::from_bytes(&plain)
-                    .and_then(|e| e.into_prepared())
-                    .map_err(|e| {
-                        format!(
-                            "event {} of device {device}: {e}; pulling stopped there",
-                            r.seq
-                        )
-                    })?;
+                let stopped = |e: String| {
+                    format!(
+                        "event {} of device {device}: {e}; pulling stopped there",
+                        r.seq
+                    )
+                };
+                let env = envelope::Envelope::from_bytes(&plain).map_err(stopped)?;
+                if env.tombstone.is_some() {
+                    events.push((r.seq, log::Inbound::Tombstone(env)));
+                    continue;
+                }
+                let mut ev = env.into_prepared().map_err(stopped)?;
                 // Inbound events pass this device's redactor too (its own patterns).
                 if app.ingest.redactor.apply(&mut ev) {
-                    events.push((r.seq, ev));
+                    events.push((r.seq, log::Inbound::Event(ev)));
                 }
             }
             let (space, dev) = (st.space.clone(), device.clone());
             let n = events.len() as u64;
+            // A batch that forgets rows deletes them so that they cannot be read back.
+            let forgets = events
+                .iter()
+                .any(|e| matches!(e.1, log::Inbound::Tombstone(_)));
             app.writer
-                .exec(move |c| Ok(log::apply_inbound(c, &space, &dev, &events, through)?))
+                .exec(move |c| {
+                    if forgets {
+                        let how = crate::maintain::Scrub::Routine;
+                        Ok(crate::maintain::scrubbed(c, how, |c| {
+                            log::apply_inbound(c, &space, &dev, &events, through)
+                        })?
+                        .0)
+                    } else {
+                        Ok(log::apply_inbound(c, &space, &dev, &events, through)?)
+                    }
+                })
                 .await
                 .map_err(|e| e.to_string())?;
             app.sync.seen.lock().unwrap().pulled += n;
@@ -489,4 +558,66 @@ async fn pull(app: &App, client: &tokio_postgres::Client, st: &log::State) -> Re
         }
     }
     Ok(())
+}
+
+/// `nmem sync quarantine [--release | --drop]`.
+pub async fn quarantine(
+    app: std::sync::Arc<App>,
+    req: QuarantineRequest,
+) -> Result<Quarantined, WriteError> {
+    if req.release && req.drop {
+        return Err(invalid(
+            "--release and --drop exclude each other: release uploads the quarantined events \
+             as they are, drop keeps them on this device only",
+        ));
+    }
+    if state(&app).await?.is_none() {
+        return Err(invalid(
+            "sync is not set up: `nmem sync enable` or `nmem sync join` first",
+        ));
+    }
+    let a = app.clone();
+    let out = app
+        .writer
+        .exec(move |c| {
+            Ok(quarantine::act(
+                c,
+                &a.ingest.redactor,
+                req.release,
+                req.drop,
+            )?)
+        })
+        .await?;
+    if out.released > 0 {
+        app.sync.wake.notify_one();
+    }
+    Ok(out)
+}
+
+/// `nmem sync verify`: the server's streams against this home's.
+pub async fn verify(app: &App) -> Result<Verified, WriteError> {
+    let Some(st) = state(app).await? else {
+        return Err(invalid(
+            "sync is not set up: `nmem sync enable` or `nmem sync join` first",
+        ));
+    };
+    let url = match st.url.clone() {
+        Some(u) => u,
+        None => url_for(app, None)?,
+    };
+    // Between rounds: a round half done would show as a difference.
+    let _round = app.sync.round.lock().await;
+    let client = connect(app, &url).await.map_err(invalid)?;
+    let server = remote::all_ids(&client, &st.space).await.map_err(invalid)?;
+    let st2 = st.clone();
+    let local = app
+        .writer
+        .exec(move |c| Ok(verify::local(c, &st2)?))
+        .await?;
+    Ok(verify::compare(&st, &server, local))
+}
+
+/// `nmem rebuild`: the projections regenerated from the event log, on the writer.
+pub async fn rebuild(app: &App) -> Result<Rebuilt, WriteError> {
+    app.writer.exec(|c| Ok(rebuild::run(c)?)).await
 }

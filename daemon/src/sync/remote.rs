@@ -276,11 +276,24 @@ pub async fn head(client: &Client, space: &str, device: &str) -> Result<i64, Rem
         .get(0))
 }
 
-/// Every device's head in `space`.
+/// Every device's head in `space`: a loose index scan over the primary key (space, device,
+/// seq), one index descent per device for its name and one for its head, instead of a
+/// `GROUP BY` that reads every row of the space (a round does this every second).
 pub async fn heads(client: &Client, space: &str) -> Result<Vec<(String, i64)>, RemoteError> {
     let rows = client
         .query(
-            "SELECT device, MAX(seq) FROM events WHERE space = $1 GROUP BY device ORDER BY device",
+            "WITH RECURSIVE d(device) AS (
+                 (SELECT device FROM events WHERE space = $1 ORDER BY device LIMIT 1)
+                 UNION ALL
+                 SELECT (SELECT e.device FROM events e
+                         WHERE e.space = $1 AND e.device > d.device
+                         ORDER BY e.device LIMIT 1)
+                 FROM d WHERE d.device IS NOT NULL
+             )
+             SELECT device,
+                    (SELECT e.seq FROM events e WHERE e.space = $1 AND e.device = d.device
+                     ORDER BY e.seq DESC LIMIT 1)
+             FROM d WHERE device IS NOT NULL ORDER BY device",
             &[&space],
         )
         .await
@@ -288,11 +301,12 @@ pub async fn heads(client: &Client, space: &str) -> Result<Vec<(String, i64)>, R
     Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
 }
 
-/// A sealed event bound for the server.
+/// A sealed event bound for the server. `sealed` is None for an event forgotten or quarantined
+/// before it was sent: the row keeps the stream dense, and the pull skips it.
 pub struct Outgoing {
     pub seq: i64,
     pub event_id: String,
-    pub sealed: Vec<u8>,
+    pub sealed: Option<Vec<u8>>,
 }
 
 /// Insert a batch (existing rows are left alone), then read back which event id each of its
@@ -306,8 +320,11 @@ pub async fn push(
 ) -> Result<std::collections::HashMap<i64, String>, RemoteError> {
     let seqs: Vec<i64> = batch.iter().map(|o| o.seq).collect();
     let ids: Vec<&str> = batch.iter().map(|o| o.event_id.as_str()).collect();
-    let sizes: Vec<i32> = batch.iter().map(|o| o.sealed.len() as i32).collect();
-    let sealed: Vec<&[u8]> = batch.iter().map(|o| o.sealed.as_slice()).collect();
+    let sizes: Vec<i32> = batch
+        .iter()
+        .map(|o| o.sealed.as_ref().map_or(0, |s| s.len() as i32))
+        .collect();
+    let sealed: Vec<Option<&[u8]>> = batch.iter().map(|o| o.sealed.as_deref()).collect();
     client
         .execute(
             "INSERT INTO events (space, device, seq, event_id, key_id, size, ciphertext)
@@ -336,6 +353,44 @@ pub async fn read_back(
         .await
         .map_err(pg("reading uploaded events back"))?;
     Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+}
+
+/// Null the ciphertext of this device's events at `seqs` (forgotten): only a device's own rows.
+pub async fn null_ciphertext(
+    client: &Client,
+    space: &str,
+    device: &str,
+    seqs: &[i64],
+) -> Result<(), RemoteError> {
+    client
+        .execute(
+            "UPDATE events SET ciphertext = NULL, size = 0
+             WHERE space = $1 AND device = $2 AND seq = ANY($3) AND ciphertext IS NOT NULL",
+            &[&space, &device, &seqs],
+        )
+        .await
+        .map_err(pg("nulling forgotten events"))?;
+    Ok(())
+}
+
+/// Every event id the server holds for each device of `space`, in sequence order, with whether
+/// its ciphertext is still there: (device, seq, event id, has ciphertext). For `sync verify`.
+pub async fn all_ids(
+    client: &Client,
+    space: &str,
+) -> Result<Vec<(String, i64, String, bool)>, RemoteError> {
+    let rows = client
+        .query(
+            "SELECT device, seq, event_id, ciphertext IS NOT NULL FROM events
+             WHERE space = $1 ORDER BY device, seq",
+            &[&space],
+        )
+        .await
+        .map_err(pg("reading the event ids"))?;
+    Ok(rows
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
+        .collect())
 }
 
 /// A sealed event from the server.

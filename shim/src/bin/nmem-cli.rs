@@ -345,6 +345,14 @@ enum Command {
     /// encrypted (docs/sync.md). Nothing leaves the machine until `enable` or `join`.
     #[command(subcommand)]
     Sync(SyncCommand),
+    /// Regenerate the local projections from the event log (this device's synced events and
+    /// those received from others): rows that are missing are stored again, the full-text
+    /// indexes rebuilt, vectors recomputed for restored rows. Rows present keep their pins.
+    Rebuild {
+        /// `events`, `restored`, `indexed`, `unreadable`, `sync_enabled` as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Team spaces: a team's shared memory on the sync server, each member's device holding
     /// the team key wrapped for its own identity (docs/sync.md, "Team spaces").
     #[command(subcommand)]
@@ -494,6 +502,29 @@ enum SyncCommand {
         #[arg(long)]
         json: bool,
     },
+    /// List the events the uploader held back because the current redaction rules would change
+    /// them (a rule added after they were recorded), or release or drop them all.
+    Quarantine {
+        /// Upload them as they are (a false positive of the rule).
+        #[arg(long, conflicts_with = "drop")]
+        release: bool,
+        /// Never upload them: they stay on this device only.
+        #[arg(long)]
+        drop: bool,
+        /// `quarantined`, `released`, `dropped`, `events` [{`seq`, `event_id`, `project`,
+        /// `preview`}] as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Compare every device's stream on the server with what this home holds: heads, counts
+    /// and a hash of the event ids, and the sequence numbers that differ. Exits 1 when they
+    /// differ.
+    Verify {
+        /// `ok`, `streams` [{`device`, `server_head`, `local_head`, `server_hash`,
+        /// `local_hash`, `missing_on_server`, `missing_here`, `different`, `ok`}] as JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 fn sync(cmd: SyncCommand) -> ExitCode {
@@ -519,6 +550,12 @@ fn sync(cmd: SyncCommand) -> ExitCode {
         SyncCommand::Identity { json } => s::identity(json),
         SyncCommand::Exclude { project, json } => s::exclude(project, false, json),
         SyncCommand::Include { project, json } => s::exclude(project, true, json),
+        SyncCommand::Quarantine {
+            release,
+            drop,
+            json,
+        } => s::quarantine(release, drop, json),
+        SyncCommand::Verify { json } => s::verify(json),
     }
 }
 
@@ -1004,5 +1041,6 @@ fn main() -> ExitCode {
             stop,
             json,
         } => nmem_shim::sync::share(project, team, with, stop, json),
+        Command::Rebuild { json } => nmem_shim::sync::rebuild(json),
     }
 }

@@ -1,0 +1,233 @@
+//! The uploader's last check (docs/sync.md, "Quarantine"): before sealing, each logged event
+//! passes the **current** redaction rules again. An event they would change (a rule added after
+//! it was recorded) is quarantined: it is not uploaded; a placeholder without ciphertext takes
+//! its sequence number on the server (so the stream stays dense and other devices go on), and
+//! its envelope stays in the local log until the user releases it (`nmem sync quarantine
+//! --release`: uploaded as it is, under a new sequence number) or drops it (`--drop`: it stays on
+//! this device only).
+//!
+//! A quarantined row's local id gets the suffix `#quarantined`: the placeholder's server id is
+//! derived from it, so a released copy under the original id is a different event on the server.
+
+use crate::redact::Redactor;
+use nmem_proto::sync::{Quarantined, QuarantinedEvent};
+use rusqlite::{params, Connection};
+
+use super::envelope::Envelope;
+
+/// `sync_log.state` values (migration 020; 1 and 2 are [`super::tombstone`]'s).
+pub const HELD: i64 = 3;
+pub const RELEASED: i64 = 4;
+/// Out of quarantine: released (logged again under a new sequence number) or dropped.
+pub const ENDED: i64 = 5;
+
+const SUFFIX: &str = "#quarantined";
+
+/// A logged event bound for upload: seq, local id, envelope, state.
+pub type Row = (i64, String, Vec<u8>, i64);
+
+/// Up to `limit` logged events after `after`, in order, with their state.
+pub fn outbox(conn: &Connection, after: i64, limit: usize) -> rusqlite::Result<Vec<Row>> {
+    let mut st = conn.prepare_cached(
+        "SELECT seq, event_id, envelope, state FROM sync_log
+         WHERE seq > ?1 ORDER BY seq LIMIT ?2",
+    )?;
+    let rows = st.query_map(params![after, limit as i64], |r| {
+        Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+    })?;
+    rows.collect()
+}
+
+/// Whether the current rules would change this envelope (an ordinary event only).
+pub fn hits(redactor: &Redactor, envelope: &[u8]) -> bool {
+    let Ok(env) = Envelope::from_bytes(envelope) else {
+        return false;
+    };
+    if env.tombstone.is_some() {
+        return false;
+    }
+    let Ok(mut ev) = env.into_prepared() else {
+        return false;
+    };
+    !redactor.apply(&mut ev) || ev.redactions > 0
+}
+
+/// Quarantine the events at `seqs` (not yet uploaded): their ids take the suffix.
+pub fn hold(conn: &mut Connection, seqs: &[i64]) -> rusqlite::Result<()> {
+    let tx = conn.transaction()?;
+    {
+        let mut st = tx.prepare_cached(
+            "UPDATE sync_log SET event_id = event_id || ?2, state = ?3
+             WHERE seq = ?1 AND state = 0",
+        )?;
+        for s in seqs {
+            st.execute(params![s, SUFFIX, HELD])?;
+        }
+    }
+    tx.commit()
+}
+
+/// The id an event is uploaded under, given its log row after [`hold`].
+pub fn held_id(id: &str) -> String {
+    format!("{id}{SUFFIX}")
+}
+
+pub fn count(conn: &Connection) -> rusqlite::Result<i64> {
+    conn.query_row(
+        "SELECT COUNT(*) FROM sync_log WHERE state = ?1",
+        [HELD],
+        |r| r.get(0),
+    )
+}
+
+/// The quarantined events, each with a preview redacted by the current rules.
+fn list(conn: &Connection, redactor: &Redactor) -> rusqlite::Result<Vec<QuarantinedEvent>> {
+    let mut st = conn.prepare(
+        "SELECT seq, event_id, envelope FROM sync_log WHERE state = ?1 ORDER BY seq LIMIT 1000",
+    )?;
+    let rows = st.query_map([HELD], |r| {
+        Ok((
+            r.get::<_, i64>(0)?,
+            r.get::<_, String>(1)?,
+            r.get::<_, Vec<u8>>(2)?,
+        ))
+    })?;
+    let mut out = Vec::new();
+    for row in rows {
+        let (seq, id, env) = row?;
+        let env = Envelope::from_bytes(&env).ok();
+        let (project, mut preview) = match &env {
+            Some(e) => (
+                e.project.name.clone(),
+                match &e.record {
+                    super::envelope::EnvRecord::Observation { content, .. } => content.clone(),
+                    super::envelope::EnvRecord::Prompt { content, .. } => content.clone(),
+                },
+            ),
+            None => (String::new(), String::new()),
+        };
+        redactor.redact(&mut preview);
+        let preview: String = preview.chars().take(120).collect();
+        out.push(QuarantinedEvent {
+            seq,
+            event_id: id.trim_end_matches(SUFFIX).to_string(),
+            project,
+            preview,
+        });
+    }
+    Ok(out)
+}
+
+/// `nmem sync quarantine [--release | --drop]`: list, release (log each again under its own id
+/// and a new sequence number, uploaded as is) or drop (keep it on this device only).
+pub fn act(
+    conn: &mut Connection,
+    redactor: &Redactor,
+    release: bool,
+    drop: bool,
+) -> rusqlite::Result<Quarantined> {
+    let events = list(conn, redactor)?;
+    let total = count(conn)?;
+    if !release && !drop {
+        return Ok(Quarantined {
+            quarantined: total,
+            released: 0,
+            dropped: 0,
+            events,
+        });
+    }
+    let tx = conn.transaction()?;
+    let mut n = 0;
+    {
+        let rows: Vec<(i64, String, Vec<u8>)> = tx
+            .prepare("SELECT seq, event_id, envelope FROM sync_log WHERE state = ?1 ORDER BY seq")?
+            .query_map([HELD], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+            .collect::<Result<_, _>>()?;
+        for (seq, id, env) in rows {
+            if release {
+                let original = id.trim_end_matches(SUFFIX);
+                super::log::append_envelope(&tx, original, &env)?;
+                tx.execute(
+                    "UPDATE sync_log SET state = ?2 WHERE event_id = ?1",
+                    params![original, RELEASED],
+                )?;
+            }
+            // Released: its copy is logged again, so the held row keeps nothing. Dropped: the
+            // envelope stays here (it is this device's event), never uploaded.
+            tx.execute(
+                "UPDATE sync_log SET envelope = CASE WHEN ?3 THEN x'' ELSE envelope END,
+                   state = ?2 WHERE seq = ?1",
+                params![seq, ENDED, release],
+            )?;
+            n += 1;
+        }
+    }
+    tx.commit()?;
+    Ok(Quarantined {
+        quarantined: total - n,
+        released: if release { n } else { 0 },
+        dropped: if drop { n } else { 0 },
+        events: if n > 0 { Vec::new() } else { events },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ingest::{Obs, Prepared, Project, Record, SessionEffect};
+    use crate::redact::ExtraPattern;
+    use nmem_proto::harness::Event;
+
+    fn logged(content: &str, redactor: &Redactor) -> Vec<u8> {
+        // As the writer logs it: redacted by the rules of the time.
+        let mut ev = Prepared {
+            event_id: "e1".into(),
+            received_at: 1_700_000_000_000,
+            harness: "claude-code",
+            session_id: "s1".into(),
+            cwd: "/home/dev/app".into(),
+            project: Project {
+                name: "app".into(),
+                root: "/home/dev/app".into(),
+                ..Default::default()
+            },
+            event: Event::ToolUse,
+            event_name: "PostToolUse".into(),
+            record: Record::Observation(Obs {
+                obs_type: "command",
+                tool_name: Some("Bash".into()),
+                content: content.into(),
+                ..Default::default()
+            }),
+            effect: SessionEffect::None,
+            thoughts: vec![],
+            transcript_offset: None,
+            redactions: 0,
+        };
+        assert!(redactor.apply(&mut ev));
+        Envelope::of(&ev).unwrap().to_bytes()
+    }
+
+    #[test]
+    fn only_what_a_newer_rule_changes_is_held() {
+        let (then, _) = Redactor::new(&[]);
+        let (now, _) = Redactor::new(&[ExtraPattern {
+            name: "acme".into(),
+            regex: "ACME-SECRET-[0-9]+".into(),
+        }]);
+        let secret = logged("deploy with ACME-SECRET-99812", &then);
+        let plain = logged("cargo test passed", &then);
+        // A built-in credential was redacted when logged: the same rules find nothing more.
+        let builtin = logged(
+            "export AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+            &then,
+        );
+        assert!(hits(&now, &secret));
+        assert!(!hits(&then, &secret));
+        assert!(!hits(&now, &plain));
+        assert!(!hits(&now, &builtin));
+        let tomb = Envelope::tombstone("t".into(), "app", vec!["e1".into()], "purge").to_bytes();
+        assert!(!hits(&now, &tomb));
+        assert!(!hits(&now, b"garbage"));
+    }
+}

@@ -1,0 +1,286 @@
+//! Forgetting across devices (docs/sync.md, "Tombstones"): a purge or a `redact --apply` of
+//! synced events is itself an event, a tombstone listing the local event ids it removed.
+//!
+//! * The device that forgets ([`emit`]) empties its own log's envelopes of those events (their
+//!   plaintext must not outlive the rows), remembers the ids (`sync_tombstones`) and appends the
+//!   tombstone to its stream.
+//! * A device that receives one ([`forget_here`]) removes the rows through the writer, in the
+//!   pull's transaction: the full-text index, vectors and re-embed queue follow through the
+//!   tables' delete triggers, sessions left empty go, and an audit row says so.
+//! * The owner of a forgotten event (the device whose stream holds it, whether it forgot it or
+//!   received the tombstone) nulls its ciphertext on the server ([`null_on_server`]); the pull
+//!   skips a nulled row. Only an owner can: every device writes only its own rows.
+//!
+//! An event arriving after its tombstone (from a device that had not seen it yet) is not stored
+//! again ([`is_forgotten`]).
+
+use super::envelope::Envelope;
+use rusqlite::{params, Connection};
+use std::collections::BTreeMap;
+
+/// Event ids per tombstone: a whole-project purge becomes several tombstones of bounded size.
+const PER_TOMBSTONE: usize = 1000;
+
+/// `sync_log.state` values (migration 020).
+pub const LIVE: i64 = 0;
+pub const FORGOTTEN: i64 = 1;
+pub const NULLED: i64 = 2;
+
+/// The rows about to be deleted, as (project, local event id): call before deleting, inside the
+/// same transaction. `table` is `observations` or `prompts`.
+pub fn ids_of_rows(
+    conn: &Connection,
+    table: &str,
+    ids: &[i64],
+) -> rusqlite::Result<Vec<(String, String)>> {
+    let mut out = Vec::new();
+    for chunk in ids.chunks(500) {
+        let sql = format!(
+            "SELECT project, event_id FROM {table} WHERE event_id IS NOT NULL AND id IN ({})",
+            vec!["?"; chunk.len()].join(",")
+        );
+        let mut st = conn.prepare(&sql)?;
+        let rows = st.query_map(rusqlite::params_from_iter(chunk.iter()), |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+        })?;
+        for r in rows {
+            out.push(r?);
+        }
+    }
+    Ok(out)
+}
+
+/// This device forgot `events` (project, local event id) for `reason`: empty their envelopes in
+/// the log (always: a disabled sync keeps its log), and while sync is enabled remember them and
+/// append tombstones, one per project and [`PER_TOMBSTONE`] ids. Runs in the caller's
+/// transaction.
+pub fn emit(conn: &Connection, events: &[(String, String)], reason: &str) -> rusqlite::Result<()> {
+    if events.is_empty() {
+        return Ok(());
+    }
+    let ids: Vec<&str> = events.iter().map(|(_, id)| id.as_str()).collect();
+    forget_in_log(conn, &ids)?;
+    if !super::log::ENABLED.load(std::sync::atomic::Ordering::Relaxed) {
+        return Ok(());
+    }
+    remember(conn, &ids)?;
+    let mut by_project: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    for (p, id) in events {
+        by_project.entry(p).or_default().push(id.clone());
+    }
+    for (project, ids) in by_project {
+        for chunk in ids.chunks(PER_TOMBSTONE) {
+            let id = format!(
+                "tombstone-{}",
+                super::crypto::random_id().map_err(|e| {
+                    rusqlite::Error::ToSqlConversionFailure(Box::new(std::io::Error::other(
+                        e.to_string(),
+                    )))
+                })?
+            );
+            let env = Envelope::tombstone(id.clone(), project, chunk.to_vec(), reason);
+            append(conn, &id, &env)?;
+        }
+    }
+    Ok(())
+}
+
+/// The one place a tombstone enters the outbound log (the log's own append).
+fn append(conn: &Connection, id: &str, env: &Envelope) -> rusqlite::Result<()> {
+    super::log::append_envelope(conn, id, &env.to_bytes())
+}
+
+/// Empty this device's logged envelopes of `ids` and mark them for nulling on the server.
+fn forget_in_log(conn: &Connection, ids: &[&str]) -> rusqlite::Result<()> {
+    let mut st = conn.prepare_cached(
+        "UPDATE sync_log SET envelope = x'', state = ?2
+         WHERE event_id = ?1 AND state NOT IN (?2, ?3)",
+    )?;
+    for id in ids {
+        st.execute(params![id, FORGOTTEN, NULLED])?;
+    }
+    Ok(())
+}
+
+fn remember(conn: &Connection, ids: &[&str]) -> rusqlite::Result<()> {
+    let now = nmem_proto::now_ms();
+    let mut st = conn.prepare_cached(
+        "INSERT OR IGNORE INTO sync_tombstones (event_id, forgotten_at) VALUES (?1, ?2)",
+    )?;
+    let mut inbound = conn.prepare_cached("DELETE FROM sync_inbound WHERE event_id = ?1")?;
+    let mut origin = conn.prepare_cached("DELETE FROM sync_origin WHERE event_id = ?1")?;
+    for id in ids {
+        st.execute(params![id, now])?;
+        inbound.execute([id])?;
+        origin.execute([id])?;
+    }
+    Ok(())
+}
+
+/// Whether a tombstone forgot `event_id` here.
+pub fn is_forgotten(conn: &Connection, event_id: &str) -> rusqlite::Result<bool> {
+    conn.prepare_cached("SELECT 1 FROM sync_tombstones WHERE event_id = ?1")?
+        .exists([event_id])
+}
+
+/// A tombstone from another device: remove the rows of `ids` (observations and prompts, with
+/// their projections through the delete triggers), sessions left empty, this device's log
+/// envelopes of them (an owner then nulls them on the server), and remember the ids. Returns the
+/// rows removed. Runs in the pull's transaction.
+pub fn forget_here(conn: &Connection, ids: &[String], reason: &str) -> rusqlite::Result<u64> {
+    let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
+    let mut sessions = std::collections::BTreeSet::new();
+    let mut counts = (0u64, 0u64);
+    for (table, n) in [("observations", &mut counts.0), ("prompts", &mut counts.1)] {
+        let mut find = conn.prepare_cached(&format!(
+            "SELECT session_id FROM {table} WHERE event_id = ?1"
+        ))?;
+        let mut del = conn.prepare_cached(&format!("DELETE FROM {table} WHERE event_id = ?1"))?;
+        for id in &refs {
+            if let Some(s) = find
+                .query_map([id], |r| r.get::<_, String>(0))?
+                .next()
+                .transpose()?
+            {
+                sessions.insert(s);
+            }
+            *n += del.execute([id])? as u64;
+        }
+    }
+    for s in &sessions {
+        conn.execute(
+            "DELETE FROM sessions WHERE id = ?1
+               AND NOT EXISTS (SELECT 1 FROM observations WHERE session_id = ?1)
+               AND NOT EXISTS (SELECT 1 FROM prompts WHERE session_id = ?1)",
+            [s],
+        )?;
+    }
+    forget_in_log(conn, &refs)?;
+    remember(conn, &refs)?;
+    if counts.0 + counts.1 > 0 {
+        conn.execute(
+            "INSERT INTO audit (timestamp, action, detail, observations, prompts)
+             VALUES (?1, 'sync_forget', ?2, ?3, ?4)",
+            params![
+                nmem_proto::now_ms(),
+                serde_json::json!({ "reason": reason, "events": ids.len() }).to_string(),
+                counts.0 as i64,
+                counts.1 as i64
+            ],
+        )?;
+    }
+    Ok(counts.0 + counts.1)
+}
+
+/// This device's forgotten events the server still holds (sequence number at most `head`):
+/// (seq, local event id).
+pub fn to_null(conn: &Connection, head: i64) -> rusqlite::Result<Vec<(i64, String)>> {
+    let mut st = conn.prepare_cached(
+        "SELECT seq, event_id FROM sync_log WHERE state = ?1 AND seq <= ?2 ORDER BY seq",
+    )?;
+    let rows = st.query_map(params![FORGOTTEN, head], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    rows.collect()
+}
+
+pub fn nulled(conn: &Connection, seqs: &[i64]) -> rusqlite::Result<()> {
+    let mut st =
+        conn.prepare_cached("UPDATE sync_log SET state = ?2 WHERE seq = ?1 AND state = ?3")?;
+    for s in seqs {
+        st.execute(params![s, NULLED, FORGOTTEN])?;
+    }
+    Ok(())
+}
+
+/// Null the ciphertext of this device's forgotten events on the server, then note it locally
+/// (a crash between the two nulls them again: harmless).
+pub async fn null_on_server(
+    app: &crate::app::App,
+    client: &tokio_postgres::Client,
+    st: &super::log::State,
+    head: i64,
+) -> Result<(), String> {
+    let rows = app
+        .writer
+        .exec(move |c| Ok(to_null(c, head)?))
+        .await
+        .map_err(|e| e.to_string())?;
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let seqs: Vec<i64> = rows.iter().map(|r| r.0).collect();
+    super::remote::null_ciphertext(client, &st.space, &st.device, &seqs).await?;
+    app.writer
+        .exec(move |c| Ok(nulled(c, &seqs)?))
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ingest::{Obs, Prepared, Project, Record, SessionEffect};
+    use nmem_proto::harness::Event;
+
+    fn event(id: &str, content: &str) -> Prepared {
+        Prepared {
+            event_id: id.into(),
+            received_at: 1_700_000_000_000,
+            harness: "claude-code",
+            session_id: "s1".into(),
+            cwd: "/home/dev/app".into(),
+            project: Project {
+                name: "app".into(),
+                root: "/home/dev/app".into(),
+                ..Default::default()
+            },
+            event: Event::ToolUse,
+            event_name: "PostToolUse".into(),
+            record: Record::Observation(Obs {
+                obs_type: "command",
+                tool_name: Some("Bash".into()),
+                content: content.into(),
+                ..Default::default()
+            }),
+            effect: SessionEffect::None,
+            thoughts: vec![],
+            transcript_offset: None,
+            redactions: 0,
+        }
+    }
+
+    #[test]
+    fn a_received_tombstone_removes_the_rows_and_keeps_them_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = crate::store::schema::open_writer(&dir.path().join("nmem.db")).unwrap();
+        let count = |sql: &str| c.query_row(sql, [], |r| r.get::<_, i64>(0)).unwrap();
+        for (id, text) in [("e1", "keep this"), ("e2", "forget this")] {
+            assert!(crate::store::writer::apply_inbound(&c, &event(id, text)).unwrap());
+        }
+        // This device's own log holds e2 (as if it had recorded it).
+        super::super::log::append_envelope(&c, "e2", b"{\"plaintext\":1}").unwrap();
+        let removed = forget_here(&c, &["e2".into(), "e9".into()], "purge").unwrap();
+        assert_eq!(removed, 1);
+        assert_eq!(count("SELECT COUNT(*) FROM observations"), 1);
+        assert_eq!(
+            count("SELECT COUNT(*) FROM sync_log WHERE length(envelope) = 0 AND state = 1"),
+            1
+        );
+        assert_eq!(to_null(&c, 10).unwrap(), vec![(1, "e2".to_string())]);
+        assert!(to_null(&c, 0).unwrap().is_empty(), "not on the server yet");
+        nulled(&c, &[1]).unwrap();
+        assert!(to_null(&c, 10).unwrap().is_empty());
+        assert!(is_forgotten(&c, "e2").unwrap() && is_forgotten(&c, "e9").unwrap());
+        assert!(!is_forgotten(&c, "e1").unwrap());
+        assert_eq!(
+            count("SELECT COUNT(*) FROM audit WHERE action = 'sync_forget'"),
+            1
+        );
+        // The same tombstone again changes nothing and writes no audit row.
+        assert_eq!(forget_here(&c, &["e2".into()], "purge").unwrap(), 0);
+        assert_eq!(
+            count("SELECT COUNT(*) FROM audit WHERE action = 'sync_forget'"),
+            1
+        );
+    }
+}
