@@ -3,7 +3,7 @@
 //! connection; only `save_memory` goes through the writer.
 
 pub mod bounds;
-mod fts_query;
+pub(crate) mod fts_query;
 mod memory;
 mod recent;
 mod search;

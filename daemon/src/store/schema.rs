@@ -22,6 +22,7 @@ const LATER_SQL: &[&str] = &[
     include_str!("../../../migrations/011_writer_follow_ups.sql"),
     include_str!("../../../migrations/012_knowledge_search.sql"),
     include_str!("../../../migrations/013_sync.sql"),
+    include_str!("../../../migrations/018_doc_vectors.sql"),
 ];
 
 /// The migrations before 006, for tests that build a database as older versions wrote it.
