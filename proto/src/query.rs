@@ -284,6 +284,10 @@ pub struct TimelineRequest {
     /// Center on the best match of this search instead of an id.
     #[serde(default)]
     pub query: Option<String>,
+    /// Center on a document chunk instead (a `doc` search result's id): its neighbouring chunks
+    /// in its source, in order (a chunk has no session).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub doc_anchor: Option<i64>,
     /// Observations before the anchor in its session: default 5, at most 50 (also `depth_before`).
     #[serde(default, alias = "depth_before")]
     pub before: Option<i64>,

@@ -170,7 +170,7 @@ pub struct Routing {
     pub shares: Vec<Share>,
     /// The observation types every share carries.
     pub default_types: Vec<String>,
-
+}
 
 /// `POST /v1/sync/quarantine`: list the quarantined events, or release or drop them all.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

@@ -123,6 +123,7 @@ pub fn get(ids: Vec<i64>, doc_ids: Vec<i64>, knowledge_ids: Vec<i64>, json: bool
 
 pub fn timeline(
     anchor: Option<i64>,
+    doc_anchor: Option<i64>,
     query: Option<String>,
     before: Option<i64>,
     after: Option<i64>,
@@ -132,6 +133,7 @@ pub fn timeline(
     let req = TimelineRequest {
         format: None,
         anchor,
+        doc_anchor,
         query,
         before,
         after,

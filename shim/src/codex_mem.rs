@@ -13,7 +13,9 @@
 //! observations (prompts are not entries here), knowledge and work items, whose ids are `k<id>`
 //! (`search` merges them in by rank; `get_entries` takes them, the item as the metadata), and
 //! ingested document chunks, whose ids are `d<id>` (`search` lists them after the observations,
-//! `get_entries` takes them; `timeline` refuses both: neither has a session); `total` counts the matches up to 100 past `offset`;
+//! `get_entries` takes them; `timeline` around a chunk gives the chunks before and after it in
+//! its document, in order, and refuses a knowledge item, which has neither a session nor a
+//! place in a document); `total` counts the matches up to 100 past `offset`;
 //! `ingest_docs` reads its `sources` like `nmem ingest` (relative paths from the server's
 //! folder; by default the folder's Markdown documentation) into the server's project; its
 //! `entry_type` is checked but not stored (a chunk's type is `doc`).
@@ -266,15 +268,11 @@ fn entry_ref(field: &str, v: &Value) -> Result<EntryId, Box<CallToolResult>> {
         })
 }
 
-/// An observation's entry id (`timeline` anchors on observations only).
-fn entry_id(field: &str, v: &Value) -> Result<i64, Box<CallToolResult>> {
+/// A `timeline` anchor: an observation's entry id, or a document chunk's (`d<id>`: the chunks
+/// around it in its source). A knowledge item has no timeline.
+fn entry_id(field: &str, v: &Value) -> Result<EntryId, Box<CallToolResult>> {
     match entry_ref(field, v)? {
-        EntryId::Obs(n) => Ok(n),
-        EntryId::Doc(_) => Err(Box::new(error(
-            Code::InvalidArgument,
-            format!("{field}: {v} is a document entry, which has no session timeline: read it with get_entries"),
-            json!({"field": field}),
-        ))),
+        e @ (EntryId::Obs(_) | EntryId::Doc(_)) => Ok(e),
         EntryId::Knowledge(_) => Err(Box::new(error(
             Code::InvalidArgument,
             format!("{field}: {v} is a knowledge entry, which has no session timeline: read it with get_entries"),
@@ -487,7 +485,8 @@ impl CodexMem {
 
     #[tool(
         description = "The entries around one, in time order: `anchor_id` (required), \
-        depth_before and depth_after (3 each, max 20). Returns {anchor_id, items}."
+        depth_before and depth_after (3 each, max 20). Returns {anchor_id, items}. Around a \
+        document entry (`d<id>`): the chunks before and after it in its document."
     )]
     async fn timeline(
         &self,
@@ -509,8 +508,15 @@ impl CodexMem {
                 ));
             }
         }
+        // A document entry's timeline is its neighbouring chunks in its source.
+        let (obs_anchor, doc_anchor, prefix) = match anchor {
+            EntryId::Doc(n) => (None, Some(n), "d"),
+            // (`entry_id` refuses knowledge entries.)
+            EntryId::Obs(n) | EntryId::Knowledge(n) => (Some(n), None, ""),
+        };
         let req = TimelineRequest {
-            anchor: Some(anchor),
+            anchor: obs_anchor,
+            doc_anchor,
             before: Some(a.depth_before.unwrap_or(3)),
             after: Some(a.depth_after.unwrap_or(3)),
             // The anchor's own session, whatever its project.
@@ -525,9 +531,17 @@ impl CodexMem {
                         .iter()
                         .chain(std::iter::once(&t.anchor))
                         .chain(t.after.iter())
-                        .map(index_item_of_obs)
+                        .map(|o| {
+                            let mut i = index_item_of_obs(o);
+                            i.id = format!("{prefix}{}", i.id);
+                            i
+                        })
                         .collect();
-                    ok(&json!({"anchor_id": anchor.to_string(), "items": items}))
+                    let id = match anchor {
+                        EntryId::Doc(n) => format!("d{n}"),
+                        EntryId::Obs(n) | EntryId::Knowledge(n) => n.to_string(),
+                    };
+                    ok(&json!({"anchor_id": id, "items": items}))
                 }
                 Err(e) => *e,
             },
@@ -840,10 +854,15 @@ mod tests {
 
     #[test]
     fn ids_are_strings_of_digits_or_d_and_digits() {
-        assert_eq!(entry_id("ids", &json!("42")).unwrap(), 42);
-        assert_eq!(entry_id("ids", &json!(42)).unwrap(), 42);
+        assert_eq!(entry_id("ids", &json!("42")).unwrap(), EntryId::Obs(42));
+        assert_eq!(entry_id("ids", &json!(42)).unwrap(), EntryId::Obs(42));
         assert_eq!(entry_ref("ids", &json!("d7")).unwrap(), EntryId::Doc(7));
-        assert!(entry_id("anchor_id", &json!("d7")).is_err());
+        // A timeline anchors on a document chunk, not on a knowledge item.
+        assert_eq!(
+            entry_id("anchor_id", &json!("d7")).unwrap(),
+            EntryId::Doc(7)
+        );
+        assert!(entry_id("anchor_id", &json!("k7")).is_err());
         for bad in [
             json!("p4"),
             json!(""),

@@ -152,7 +152,8 @@ impl Nmem {
 
     #[tool(
         description = "What happened around an observation in its session, in time order: \
-        `anchor` (an id) or `query` (anchors on the best match), `before`/`after` (5 each, max 50)."
+        `anchor` (an id) or `query` (anchors on the best match), `before`/`after` (5 each, max 50). \
+        `doc_anchor` (a `doc` result's id) instead: the chunks around it in its document, in order."
     )]
     async fn timeline(
         &self,

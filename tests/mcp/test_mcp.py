@@ -328,7 +328,19 @@ async def codex_mem(home, daemon_up=True):
             got = payload(await s.call_tool("get_entries", {"ids": [did, saved["id"]]}))["items"]
             check("codex-mem: get_entries takes d<id>, in order", [g["id"] for g in got] == [did, saved["id"]] and "marmalade" in got[0]["body"]
                   and got[0]["source_ref"].endswith("DECISIONS.md") and got[0]["session_id"] is None, got)
-            check("codex-mem: timeline of a document entry is INVALID_ARGUMENT", v1_error(await s.call_tool("timeline", {"anchor_id": did})) == "INVALID_ARGUMENT")
+            # A document entry's timeline: the chunks around it in its document, in order, ids d<id>.
+            (home.project / "docs" / "runbook.md").write_text("# Runbook\n\n## Deploy\n\nShip the quokka build.\n\n## Verify\n\nCheck the quokka health page.\n\n## Roll back\n\nRestore the previous quokka build.\n")
+            await s.call_tool("ingest_docs", {"sources": ["docs/runbook.md"]})
+            page = payload(await s.call_tool("search", {"query": "quokka health page"}))
+            verify = next((i for i in page["items"] if i["id"].startswith("d")), None)
+            vid = verify["id"] if verify else "d1"
+            r = await s.call_tool("timeline", {"anchor_id": vid, "depth_before": 1, "depth_after": 1})
+            t = payload(r)
+            titles = [i["title"] for i in t.get("items", [])]
+            check("codex-mem: timeline of a document entry → the chunks around it in its document", not is_error(r) and t["anchor_id"] == vid
+                  and [i["id"] for i in t["items"]][1] == vid and all(i["id"].startswith("d") and i["entry_type"] == "doc" for i in t["items"])
+                  and titles == ["Runbook > Deploy", "Runbook > Verify", "Runbook > Roll back"], t)
+            check("codex-mem: timeline of a missing document entry is ENTRY_NOT_FOUND", v1_error(await s.call_tool("timeline", {"anchor_id": "d987654"})) == "ENTRY_NOT_FOUND")
 
             # Knowledge and work items are entries k<id>: found by search, read by get_entries.
             kid = add_knowledge(home, "Invoices are archived in kumquat storage", "Seven years, then deleted")

@@ -525,6 +525,108 @@ fn duplicate_chunks_are_counted_not_stored_twice() {
     );
 }
 
+/// `nmem timeline --doc ID`: the chunks before and after a chunk in its document, in the
+/// document's order (another source's chunks never), capped by `--before`/`--after`; a chunk
+/// replaced by a re-ingest, or an id that names none, is refused with what to do; an anchor and
+/// a chunk together are refused.
+#[test]
+fn the_timeline_of_a_chunk_is_its_neighbours_in_its_document() {
+    let home = Home::new("doctl");
+    let _d = home.start();
+    let tmp = tempfile::tempdir().unwrap();
+    let sections = ["Alder", "Birch", "Cedar", "Damson", "Elder"];
+    let body = |extra: &str| {
+        let mut s = String::from("# Trees\n\n");
+        for (i, name) in sections.iter().enumerate() {
+            s.push_str(&format!(
+                "## {name}\n\nSection {i} about the {name} grove.\n"
+            ));
+            if *name == "Cedar" {
+                s.push_str(extra);
+            }
+            s.push('\n');
+        }
+        s
+    };
+    std::fs::write(tmp.path().join("trees.md"), body("")).unwrap();
+    std::fs::write(
+        tmp.path().join("other.md"),
+        "# Other\n\nThe quince orchard.\n",
+    )
+    .unwrap();
+    ingest(
+        &home,
+        &[tmp.path().to_str().unwrap(), "--project", "ledger"],
+    );
+    let chunks = chunk_ids(&home, "trees.md");
+    let heading = |v: &Value| v["metadata"]["heading"].as_str().unwrap().to_string();
+    let cedar = home
+        .count("SELECT id FROM doc_chunks WHERE heading LIKE '%Cedar' AND content LIKE '%grove%'");
+    let at = chunks.iter().position(|(id, _)| *id == cedar).unwrap();
+    assert!(at >= 2 && chunks.len() >= at + 3, "{chunks:?}");
+
+    let timeline = |args: &[&str]| {
+        let mut a = vec!["timeline", "--json"];
+        a.extend_from_slice(args);
+        run(&home, &a)
+    };
+    let cedar_s = cedar.to_string();
+    let out = timeline(&["--doc", &cedar_s, "--before", "1", "--after", "5"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let t: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(t["anchor"]["id"], cedar, "{t:#}");
+    assert_eq!(t["anchor"]["obs_type"], "doc");
+    let ids = |k: &str| -> Vec<i64> {
+        t[k].as_array()
+            .unwrap()
+            .iter()
+            .map(|o| o["id"].as_i64().unwrap())
+            .collect()
+    };
+    // One before (the nearest), every one after, in the document's order.
+    assert_eq!(ids("before"), [chunks[at - 1].0], "{t:#}");
+    let after: Vec<i64> = chunks[at + 1..].iter().map(|c| c.0).collect();
+    assert_eq!(ids("after"), after, "{t:#}");
+    assert!(heading(&t["before"][0]).ends_with("Birch"), "{t:#}");
+    assert!(heading(&t["after"][0]).ends_with("Damson"), "{t:#}");
+    assert!(t["after"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|o| o["file_path"].as_str().unwrap().ends_with("trees.md")));
+    // The terminal text shows the anchor among its neighbours.
+    let text = run(&home, &["timeline", "--doc", &cedar_s]);
+    assert!(text.status.success());
+    let text = String::from_utf8(text.stdout).unwrap();
+    assert!(
+        text.contains("Cedar grove") && text.contains("Birch grove"),
+        "{text}"
+    );
+
+    // Refusals: an anchor and a chunk together; an id that names no chunk.
+    let both = run(&home, &["timeline", "3", "--doc", &cedar_s]);
+    assert!(!both.status.success());
+    let missing = timeline(&["--doc", "987654"]);
+    assert!(!missing.status.success());
+    let err = String::from_utf8_lossy(&missing.stderr);
+    assert!(err.contains("no document chunk has id 987654"), "{err}");
+
+    // The chunk changes: a re-ingest replaces it, and its old id is refused with what to do.
+    std::fs::write(tmp.path().join("trees.md"), body("Now fenced.\n")).unwrap();
+    ingest(
+        &home,
+        &[tmp.path().to_str().unwrap(), "--project", "ledger"],
+    );
+    let gone = timeline(&["--doc", &cedar_s]);
+    assert!(!gone.status.success());
+    let err = String::from_utf8_lossy(&gone.stderr);
+    assert!(err.contains("search again"), "{err}");
+}
+
 #[test]
 fn bad_input_is_refused_with_a_clear_error_and_changes_nothing() {
     let home = Home::new("docbad");

@@ -27,6 +27,6 @@ mod redaction;
 mod repo;
 mod service;
 mod sync;
-mod sync_team;
 mod sync_ops;
+mod sync_team;
 mod viewer;

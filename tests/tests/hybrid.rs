@@ -294,3 +294,153 @@ fn the_prompt_found_by_meaning_carries_the_actions_made_under_it() {
     // Lexical mode has no meaning, so no context of meaning either.
     assert!(ids(&search(&home, q, &["--mode", "lexical"])).is_empty());
 }
+
+/// Document chunks are embedded by the backfill (after the observations) and found by meaning:
+/// a question in other words than a chunk finds it in hybrid search where words miss it; a
+/// re-ingest that changes the chunk deletes its vector (the new text is embedded again), and a
+/// purge of the project deletes every chunk's vector.
+#[test]
+fn document_chunks_are_found_by_meaning_and_their_vectors_go_with_them() {
+    if std::process::Command::new("python3")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        nmem_e2e::skip_unless_required("python3 runs the test embedder and is not installed");
+        return;
+    }
+    let home = Home::new("hydocs");
+    let embedder = fixtures().join("embedder/concepts.py");
+    let _d = home.start_with(|c| {
+        c.env("NMEM_EMBED_BIN", &embedder);
+    });
+    assert!(home
+        .record("claude-code", &bash(1, "npm run lint", "0 problems"))
+        .status
+        .success());
+    let runbook = home.dir.join("runbook.md");
+    let ops = "## Operations\n\nEvery night cron copies the postgres database to the snapshot \
+               bucket.\n";
+    let lint = "## Linting\n\nRun npm run lint before pushing and fix every warning.\n";
+    std::fs::write(&runbook, format!("# Runbook\n\n{ops}\n{lint}")).unwrap();
+    let ingest = || {
+        json_of(
+            home.cmd("nmem")
+                .args(["ingest", runbook.to_str().unwrap(), "--project", "shop"])
+                .arg("--json")
+                .output()
+                .unwrap(),
+        )
+    };
+    ingest();
+    let tiny = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../embed/testdata/tiny-bert");
+    let import = home
+        .cmd("nmemctl")
+        .args(["model", "import"])
+        .arg(&tiny)
+        .output()
+        .unwrap();
+    assert!(
+        import.status.success(),
+        "{}",
+        String::from_utf8_lossy(&import.stderr)
+    );
+    let embedded = || {
+        let s = json_of(
+            home.cmd("nmemctl")
+                .args(["status", "--json"])
+                .output()
+                .unwrap(),
+        );
+        s["embedding"]["pending"] == 0
+            && home.count("SELECT COUNT(*) FROM doc_vectors")
+                == home.count("SELECT COUNT(*) FROM doc_chunks")
+            && home.count("SELECT COUNT(*) FROM obs_vectors") == 1
+    };
+    // The chunks ingested before the model was imported are its backlog.
+    wait_until(
+        "every chunk to be embedded",
+        Duration::from_secs(60),
+        embedded,
+    );
+    assert!(home.count("SELECT COUNT(*) FROM doc_chunks") >= 2);
+
+    let chunk = search(&home, "postgres", &["--mode", "lexical", "--type", "doc"]);
+    let chunk = ids(&chunk)[0];
+    // No word of the question is in the chunk (nor a stem of one): words miss it.
+    let q = "daily db backup";
+    let lexical = search(&home, q, &["--mode", "lexical"]);
+    assert!(!ids(&lexical).contains(&chunk), "{lexical}");
+    let hybrid = search(&home, q, &[]);
+    assert_eq!(hybrid["mode"], "hybrid", "{hybrid}");
+    let docs: Vec<&Value> = hybrid["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|h| h["kind"] == "doc")
+        .collect();
+    assert_eq!(
+        docs.first().map(|h| &h["id"]),
+        Some(&json!(chunk)),
+        "{hybrid}"
+    );
+    let via = docs[0]["retrieval_sources"].as_array().unwrap();
+    assert_eq!(via.len(), 1, "{hybrid}");
+    assert_eq!(via[0]["source"], "semantic", "{hybrid}");
+    assert!(via[0]["similarity"].as_f64().unwrap() > 0.5, "{hybrid}");
+    // The agent's own observation still comes first.
+    assert_eq!(hybrid["items"][0]["kind"], "observation", "{hybrid}");
+    // Asked for documents alone, by meaning alone.
+    let semantic = search(&home, q, &["--mode", "semantic", "--type", "doc"]);
+    assert_eq!(ids(&semantic)[0], chunk, "{semantic}");
+
+    // The chunk's text changes: a re-ingest replaces it, its vector goes with it, and the new
+    // chunk is embedded in turn.
+    std::fs::write(
+        &runbook,
+        format!("# Runbook\n\n{}Keep seven of them.\n\n{lint}", ops),
+    )
+    .unwrap();
+    let again = ingest();
+    assert_eq!(again["sources"][0]["status"], "updated", "{again}");
+    assert_eq!(
+        home.count(&format!(
+            "SELECT COUNT(*) FROM doc_chunks WHERE id = {chunk}"
+        )),
+        0
+    );
+    assert_eq!(
+        home.count(&format!(
+            "SELECT COUNT(*) FROM doc_vectors WHERE id = {chunk}"
+        )),
+        0,
+        "the replaced chunk's vector is deleted with it"
+    );
+    wait_until(
+        "the new chunk to be embedded",
+        Duration::from_secs(60),
+        embedded,
+    );
+    let found = ids(&search(&home, q, &["--mode", "semantic", "--type", "doc"]))[0];
+    assert_ne!(found, chunk);
+    assert!(
+        home.count(&format!(
+            "SELECT COUNT(*) FROM doc_chunks WHERE id = {found} AND content LIKE '%seven%'"
+        )) == 1
+    );
+
+    // A purge of the project takes the chunks' vectors.
+    assert!(home.count("SELECT COUNT(*) FROM doc_vectors") > 0);
+    let purge = home
+        .cmd("nmemctl")
+        .args(["purge", "--project", "shop", "--yes"])
+        .output()
+        .unwrap();
+    assert!(
+        purge.status.success(),
+        "{}",
+        String::from_utf8_lossy(&purge.stderr)
+    );
+    assert_eq!(home.count("SELECT COUNT(*) FROM doc_chunks"), 0);
+    assert_eq!(home.count("SELECT COUNT(*) FROM doc_vectors"), 0);
+}

@@ -13,8 +13,9 @@
 //!   whose text another source of the project already holds, or that repeats one earlier in the
 //!   same source, is counted `duplicate` and not stored again.
 //!
-//! Chunks have their own full-text table (migration 009), searched after the observations'
-//! sources: see [`search`].
+//! Chunks have their own full-text table (migration 009) and their own vectors (migration 014,
+//! made by the embedding backfill after the observations' and prompts'), searched after the
+//! observations' sources: see [`search`].
 
 pub mod chunk;
 
@@ -288,13 +289,35 @@ fn store_one(
     })
 }
 
-/// Document chunks matching an FTS5 query, best first: search results of kind `doc`.
+/// How [`search`] weighs its two sources (from `[search]`, as the observations' fusion does).
+pub struct Fusion<'a> {
+    pub cfg: &'a crate::config::SearchConfig,
+}
+
+impl Fusion<'_> {
+    fn lexical_weight(&self, tier: &str) -> f64 {
+        match tier {
+            crate::query::fts_query::ALL_WORDS => self.cfg.weight_all_words,
+            crate::query::fts_query::MEANINGFUL_WORDS => self.cfg.weight_meaningful_words,
+            crate::query::fts_query::MOST_WORDS => self.cfg.weight_most_words,
+            _ => self.cfg.weight_any_word,
+        }
+    }
+}
+
+/// Document chunks matching the query, best first: search results of kind `doc`.
 ///
-/// `queries` are tried in order (the strict query, then looser tiers) until one finds
-/// something; a query FTS5 refuses is skipped (the observations' search reports it).
+/// Two sources, fused by weighted reciprocal rank like the observations' (same `[search]`
+/// weights, and a chunk matching every word stays above one found by meaning alone):
+/// * lexical: `queries` are tried in order (the strict query, then looser tiers) until one
+///   finds something; a query FTS5 refuses is skipped (the observations' search reports it);
+/// * semantic: `near`, the chunks nearest to the query's vector ([`nearest`]), best first.
+#[allow(clippy::too_many_arguments)]
 pub fn search(
     c: &Connection,
     queries: &[(&'static str, String)],
+    near: &[(i64, f32)],
+    fusion: &Fusion,
     project: Option<&str>,
     limit: i64,
     offset: i64,
@@ -302,6 +325,76 @@ pub fn search(
     if limit <= 0 {
         return Ok(Vec::new());
     }
+    let want = limit + offset;
+    let (tier, lexical) = lexical(c, queries, project, want)?;
+    let k = fusion.cfg.rrf_k.max(1.0);
+    let bonus = if fusion.cfg.all_words_first {
+        fusion.cfg.weight_semantic / (k + 1.0)
+    } else {
+        0.0
+    };
+    let mut hits: Vec<SearchHit> = Vec::with_capacity(lexical.len() + near.len());
+    for (i, mut h) in lexical.into_iter().enumerate() {
+        let tier = tier.unwrap_or_default();
+        h.score = fusion.lexical_weight(tier) / (k + i as f64 + 1.0)
+            + if tier == crate::query::fts_query::ALL_WORDS {
+                bonus
+            } else {
+                0.0
+            };
+        h.retrieval_sources = vec![RetrievalSource {
+            source: "lexical".into(),
+            rank: i as u32 + 1,
+            tier: Some(tier.to_string()),
+            similarity: None,
+            prompt_id: None,
+        }];
+        hits.push(h);
+    }
+    let ids: Vec<i64> = near.iter().take(want as usize).map(|(id, _)| *id).collect();
+    let mut found: HashMap<i64, SearchHit> = hits_by_id(c, &ids)?
+        .into_iter()
+        .map(|h| (h.id, h))
+        .collect();
+    let mut rank = 0u32;
+    for (id, sim) in near.iter().take(want as usize) {
+        // A chunk whose project is not the one searched has no vector here (`nearest` filters
+        // by project); one deleted since is simply missing.
+        let add = fusion.cfg.weight_semantic / (k + rank as f64 + 1.0);
+        let source = RetrievalSource {
+            source: "semantic".into(),
+            rank: rank + 1,
+            tier: None,
+            similarity: Some(*sim),
+            prompt_id: None,
+        };
+        if let Some(h) = hits.iter_mut().find(|h| h.id == *id) {
+            h.score += add;
+            h.retrieval_sources.push(source);
+        } else if let Some(mut h) = found.remove(id) {
+            h.score = add;
+            h.retrieval_sources = vec![source];
+            hits.push(h);
+        } else {
+            continue;
+        }
+        rank += 1;
+    }
+    hits.sort_by(|a, b| b.score.total_cmp(&a.score).then(b.id.cmp(&a.id)));
+    Ok(hits
+        .into_iter()
+        .skip(offset as usize)
+        .take(limit as usize)
+        .collect())
+}
+
+/// The first of `queries` that finds chunks: its tier and its best `want` chunks.
+fn lexical(
+    c: &Connection,
+    queries: &[(&'static str, String)],
+    project: Option<&str>,
+    want: i64,
+) -> rusqlite::Result<(Option<&'static str>, Vec<SearchHit>)> {
     let mut stmt = c.prepare_cached(
         "SELECT d.id, s.updated_at, s.project, d.content, s.id, s.locator, s.kind, d.heading,
                 d.line_start, d.line_end
@@ -310,27 +403,13 @@ pub fn search(
            JOIN doc_sources s ON s.id = d.source_id
           WHERE doc_chunks_fts MATCH ?1 AND (?2 IS NULL OR s.project = ?2)
           ORDER BY bm25(doc_chunks_fts, 1.0, 0.5)
-          LIMIT ?3 OFFSET ?4",
+          LIMIT ?3",
     )?;
     for (tier, q) in queries {
         if q.is_empty() {
             continue;
         }
-        let rows = stmt.query_map(params![q, project, limit, offset], |r| {
-            let content: String = r.get(3)?;
-            let doc = doc_ref(r)?;
-            Ok(SearchHit {
-                kind: "doc".into(),
-                id: r.get(0)?,
-                timestamp: r.get(1)?,
-                obs_type: Some("doc".into()),
-                content_preview: nmem_proto::text::one_line(&content, 200),
-                file_path: Some(doc.locator.clone()),
-                project: r.get(2)?,
-                doc: Some(doc),
-                ..SearchHit::default()
-            })
-        });
+        let rows = stmt.query_map(params![q, project, want], doc_hit);
         let hits: Vec<SearchHit> = match rows.and_then(|r| r.collect()) {
             Ok(h) => h,
             Err(rusqlite::Error::SqliteFailure(e, _)) if e.code == rusqlite::ErrorCode::Unknown => {
@@ -339,23 +418,79 @@ pub fn search(
             Err(e) => return Err(e),
         };
         if !hits.is_empty() {
-            return Ok(hits
-                .into_iter()
-                .enumerate()
-                .map(|(i, mut h)| {
-                    h.retrieval_sources = vec![RetrievalSource {
-                        source: "lexical".into(),
-                        rank: i as u32 + 1,
-                        tier: Some(tier.to_string()),
-                        similarity: None,
-                        prompt_id: None,
-                    }];
-                    h
-                })
-                .collect());
+            return Ok((Some(tier), hits));
         }
     }
-    Ok(Vec::new())
+    Ok((None, Vec::new()))
+}
+
+/// A search hit of kind `doc` from the columns of the search and get queries.
+fn doc_hit(r: &rusqlite::Row) -> rusqlite::Result<SearchHit> {
+    let content: String = r.get(3)?;
+    let doc = doc_ref(r)?;
+    Ok(SearchHit {
+        kind: "doc".into(),
+        id: r.get(0)?,
+        timestamp: r.get(1)?,
+        obs_type: Some("doc".into()),
+        content_preview: nmem_proto::text::one_line(&content, 200),
+        file_path: Some(doc.locator.clone()),
+        project: r.get(2)?,
+        doc: Some(doc),
+        ..SearchHit::default()
+    })
+}
+
+/// Chunks by id as search hits (those that still exist).
+fn hits_by_id(c: &Connection, ids: &[i64]) -> rusqlite::Result<Vec<SearchHit>> {
+    let mut stmt = c.prepare_cached(
+        "SELECT d.id, s.updated_at, s.project, d.content, s.id, s.locator, s.kind, d.heading,
+                d.line_start, d.line_end
+           FROM doc_chunks d JOIN doc_sources s ON s.id = d.source_id WHERE d.id = ?1",
+    )?;
+    let mut out = Vec::with_capacity(ids.len());
+    for id in ids {
+        out.extend(stmt.query_row([id], doc_hit).optional()?);
+    }
+    Ok(out)
+}
+
+/// The `n` chunks of `project` (every project: `None`) nearest to the query vector `q`, by the
+/// cosine of their int8 vectors of model `model` (`embed_models.id`), best first.
+///
+/// An exact scan, not the observations' cache of binary codes: a project's chunks are read
+/// only when a search wants documents (the first page had room, or `doc` was asked), and they
+/// number thousands where observations number up to a million (ARCHITECTURE.md, "Document
+/// chunks by meaning").
+pub fn nearest(
+    c: &Connection,
+    model: i64,
+    project: Option<&str>,
+    q: &[f32],
+    n: usize,
+) -> rusqlite::Result<Vec<(i64, f32)>> {
+    if n == 0 {
+        return Ok(Vec::new());
+    }
+    let mut stmt = c.prepare_cached(
+        "SELECT v.id, v.vec, v.scale FROM doc_vectors v
+           JOIN doc_chunks d ON d.id = v.id JOIN doc_sources s ON s.id = d.source_id
+          WHERE v.model = ?1 AND (?2 IS NULL OR s.project = ?2)",
+    )?;
+    let mut rows = stmt.query(params![model, project])?;
+    let mut all: Vec<(i64, f32)> = Vec::new();
+    while let Some(r) = rows.next()? {
+        let blob = r.get_ref(1)?.as_blob()?;
+        if blob.len() != q.len() {
+            continue;
+        }
+        let scale: f64 = r.get(2)?;
+        let dot: f32 = blob.iter().zip(q).map(|(&x, &y)| x as i8 as f32 * y).sum();
+        all.push((r.get(0)?, dot * scale as f32));
+    }
+    all.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
+    all.truncate(n);
+    Ok(all)
 }
 
 /// A chunk's origin, from columns 4 to 9 of the search and get queries (source id, locator,
@@ -400,6 +535,48 @@ pub fn get(c: &Connection, ids: &[i64]) -> rusqlite::Result<Vec<Observation>> {
         out.extend(row);
     }
     Ok(out)
+}
+
+/// The chunks around chunk `id` in its source, in order (`timeline` of a document chunk): at most
+/// `before` before it and `after` after it.
+pub fn timeline(
+    c: &Connection,
+    id: i64,
+    before: i64,
+    after: i64,
+) -> rusqlite::Result<Option<nmem_proto::query::Timeline>> {
+    let Some((source, ordinal)) = c
+        .query_row(
+            "SELECT source_id, ordinal FROM doc_chunks WHERE id = ?1",
+            [id],
+            |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)),
+        )
+        .optional()?
+    else {
+        return Ok(None);
+    };
+    let ids = |sql: &str, n: i64| -> rusqlite::Result<Vec<i64>> {
+        let mut stmt = c.prepare_cached(sql)?;
+        let rows = stmt.query_map(params![source, ordinal, n], |r| r.get(0))?;
+        rows.collect()
+    };
+    let mut b = ids(
+        "SELECT id FROM doc_chunks WHERE source_id = ?1 AND ordinal < ?2 ORDER BY ordinal DESC LIMIT ?3",
+        before,
+    )?;
+    b.reverse();
+    let a = ids(
+        "SELECT id FROM doc_chunks WHERE source_id = ?1 AND ordinal > ?2 ORDER BY ordinal LIMIT ?3",
+        after,
+    )?;
+    let Some(anchor) = get(c, &[id])?.pop() else {
+        return Ok(None);
+    };
+    Ok(Some(nmem_proto::query::Timeline {
+        anchor,
+        before: get(c, &b)?,
+        after: get(c, &a)?,
+    }))
 }
 
 /// Delete a project's sources and their chunks (a purge by project); returns the chunks

@@ -4,7 +4,7 @@
 
 pub mod bounds;
 mod by_id;
-mod fts_query;
+pub(crate) mod fts_query;
 mod intent;
 mod memory;
 mod recent;

@@ -202,6 +202,8 @@ pub async fn search(app: &App, req: SearchRequest) -> Result<SearchReply, QueryE
         }
     }
     let docs_plan = plan.clone();
+    // Documents are found by meaning too (their vectors: migration 014).
+    let doc_vec = query_vec.as_ref().map(|(v, _)| v.clone());
     let mut items = if docs_only || know.only {
         Vec::new()
     } else {
@@ -231,9 +233,31 @@ pub async fn search(app: &App, req: SearchRequest) -> Result<SearchReply, QueryE
             let docs = app
                 .readers
                 .run(move |c| {
-                    let mut queries = vec![(fts_query::ALL_WORDS, p.lex.strict.clone())];
-                    queries.extend(p.lex.fallbacks.iter().map(|t| (t.name, t.fts.clone())));
-                    crate::docs::search(c, &queries, p.project.as_deref(), room, offset)
+                    let mut queries = Vec::new();
+                    if p.mode != SearchMode::Semantic {
+                        queries.push((fts_query::ALL_WORDS, p.lex.strict.clone()));
+                        queries.extend(p.lex.fallbacks.iter().map(|t| (t.name, t.fts.clone())));
+                    }
+                    let near = match (&doc_vec, p.semantic.active()) {
+                        (Some(q), Some(a)) if q.len() == a.dim => crate::docs::nearest(
+                            c,
+                            a.db_id,
+                            p.project.as_deref(),
+                            q,
+                            (room + offset) as usize,
+                        )?,
+                        _ => Vec::new(),
+                    };
+                    let fusion = crate::docs::Fusion { cfg: &p.cfg };
+                    crate::docs::search(
+                        c,
+                        &queries,
+                        &near,
+                        &fusion,
+                        p.project.as_deref(),
+                        room,
+                        offset,
+                    )
                 })
                 .await?;
             items.extend(docs);

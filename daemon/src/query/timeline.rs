@@ -47,6 +47,27 @@ pub async fn timeline(app: &App, req: TimelineRequest) -> Result<Timeline, Query
     if let Some(q) = &req.query {
         super::bounds::check_len("query", q, super::fts_query::MAX_QUERY_BYTES)?;
     }
+    if let Some(id) = req.doc_anchor {
+        if req.anchor.is_some() || req.query.is_some() {
+            return Err(QueryError::BadRequest(
+                "give one anchor: `doc_anchor` (a document chunk), `anchor` (an observation) or \
+                 `query`, not several"
+                    .into(),
+            ));
+        }
+        // A chunk has no session: its neighbours are the chunks before and after it in its
+        // source, in the source's order.
+        let (before, after) = (clamp(req.before, 5, 50), clamp(req.after, 5, 50));
+        return app
+            .readers
+            .run(move |c| crate::docs::timeline(c, id, before, after))
+            .await?
+            .ok_or_else(|| {
+                QueryError::NotFound(format!(
+                    "no document chunk has id {id} (it may have changed on a re-ingest): search again"
+                ))
+            });
+    }
     let anchor = match (
         req.anchor,
         req.query

@@ -1,7 +1,9 @@
 //! The backfill thread: embeds what has no vector yet, after commit and off the hook path.
 //!
-//! Order: rows above the active model's high watermark (new since it was activated), rows whose
-//! text changed (`embed_redo`), then the backlog below the low watermark, newest first. Each
+//! Rows are observations, prompts and document chunks (in that order within each step), each
+//! table with its own watermarks. Order: rows above the active model's high watermark (new since
+//! it was activated), rows whose text changed (`embed_redo`), then the backlog below the low
+//! watermark, newest first. Each
 //! batch is read on a read-only connection, embedded by the child process, and written through
 //! the writer with the watermarks, in one transaction; a vector is written only if its row still
 //! holds the text that was embedded (a redaction in between queues it again instead). The
@@ -30,8 +32,66 @@ enum Advance {
     Low(i64),
 }
 
+/// A table the backfill embeds: its rows, vectors, `embed_redo` kind and watermark columns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Table {
+    Observations,
+    Prompts,
+    /// Document chunks (migration 014): not in the in-memory code cache, a search scans their
+    /// vectors exactly (`docs::nearest`).
+    DocChunks,
+}
+
+impl Table {
+    const ALL: [Table; 3] = [Table::Observations, Table::Prompts, Table::DocChunks];
+
+    fn kind(self) -> i64 {
+        match self {
+            Table::Observations => 0,
+            Table::Prompts => 1,
+            Table::DocChunks => 2,
+        }
+    }
+
+    fn rows(self) -> &'static str {
+        match self {
+            Table::Observations => "observations",
+            Table::Prompts => "prompts",
+            Table::DocChunks => "doc_chunks",
+        }
+    }
+
+    fn vectors(self) -> &'static str {
+        match self {
+            Table::Observations => "obs_vectors",
+            Table::Prompts => "prompt_vectors",
+            Table::DocChunks => "doc_vectors",
+        }
+    }
+
+    /// The high and low watermark columns of `embed_models`.
+    fn marks(self) -> (&'static str, &'static str) {
+        match self {
+            Table::Observations => ("obs_hi", "obs_lo"),
+            Table::Prompts => ("prompts_hi", "prompts_lo"),
+            Table::DocChunks => ("docs_hi", "docs_lo"),
+        }
+    }
+
+    /// `SELECT id, content, project` of the table's rows as `t` (a chunk's project is its
+    /// source's), for a query to complete with a condition and an order.
+    fn select(self) -> String {
+        match self {
+            Table::DocChunks => "SELECT t.id, t.content, s.project FROM doc_chunks t \
+                                 JOIN doc_sources s ON s.id = t.source_id"
+                .into(),
+            t => format!("SELECT t.id, t.content, t.project FROM {} t", t.rows()),
+        }
+    }
+}
+
 struct Batch {
-    prompt: bool,
+    table: Table,
     rows: Vec<(i64, String, String)>, // id, text, project
     advance: Advance,
 }
@@ -104,14 +164,16 @@ fn run(app: Arc<App>, rt: tokio::runtime::Handle) {
             .iter()
             .map(|v| nmem_embed::quant::quantize_i8(v))
             .collect();
+        // Observations and prompts join the cached codes; chunks are scanned exactly.
         let stored: Vec<(Key, String, Vec<i8>)> = batch
             .rows
             .iter()
             .zip(&quantized)
+            .filter(|_| batch.table != Table::DocChunks)
             .map(|((id, _, project), (_, q))| {
                 (
                     Key {
-                        prompt: batch.prompt,
+                        prompt: batch.table == Table::Prompts,
                         id: *id,
                     },
                     project.clone(),
@@ -136,59 +198,62 @@ fn run(app: Arc<App>, rt: tokio::runtime::Handle) {
 
 /// The next rows to embed, if any.
 fn next_batch(c: &Connection, active: &Active, n: usize) -> rusqlite::Result<Option<Batch>> {
-    let (obs_hi, obs_lo, p_hi, p_lo): (i64, i64, i64, i64) = c.query_row(
-        "SELECT obs_hi, obs_lo, prompts_hi, prompts_lo FROM embed_models WHERE id = ?1",
-        [active.db_id],
-        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
-    )?;
-    let rows = |sql: &str, bound: i64| -> rusqlite::Result<Vec<(i64, String, String)>> {
+    let mut marks = Vec::with_capacity(Table::ALL.len());
+    for t in Table::ALL {
+        let (hi, lo) = t.marks();
+        marks.push(c.query_row(
+            &format!("SELECT {hi}, {lo} FROM embed_models WHERE id = ?1"),
+            [active.db_id],
+            |r| Ok((t, r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)),
+        )?);
+    }
+    let rows = |sql: &str, a: i64| -> rusqlite::Result<Vec<(i64, String, String)>> {
         let mut stmt = c.prepare_cached(sql)?;
-        let r = stmt.query_map(params![bound, n as i64], |r| {
+        let r = stmt.query_map(params![a, n as i64], |r| {
             Ok((r.get(0)?, r.get(1)?, r.get(2)?))
         })?;
         r.collect()
     };
-    for (table, hi, prompt) in [("observations", obs_hi, false), ("prompts", p_hi, true)] {
+    for &(table, hi, _) in &marks {
         let got = rows(
-            &format!("SELECT id, content, project FROM {table} WHERE id > ?1 ORDER BY id LIMIT ?2"),
+            &format!("{} WHERE t.id > ?1 ORDER BY t.id LIMIT ?2", table.select()),
             hi,
         )?;
         if let Some(last) = got.last().map(|r| r.0) {
             return Ok(Some(Batch {
-                prompt,
+                table,
                 rows: got,
                 advance: Advance::High(last),
             }));
         }
     }
-    for (kind, table) in [(0, "observations"), (1, "prompts")] {
-        let mut stmt = c.prepare_cached(&format!(
-            "SELECT t.id, t.content, t.project FROM embed_redo r JOIN {table} t ON t.id = r.id
-             WHERE r.kind = ?1 ORDER BY r.id DESC LIMIT ?2"
-        ))?;
-        let got: Vec<(i64, String, String)> = stmt
-            .query_map(params![kind, n as i64], |r| {
-                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
-            })?
-            .collect::<rusqlite::Result<_>>()?;
+    for table in Table::ALL {
+        let got = rows(
+            &format!(
+                "{} JOIN embed_redo r ON r.id = t.id AND r.kind = ?1 ORDER BY r.id DESC LIMIT ?2",
+                table.select()
+            ),
+            table.kind(),
+        )?;
         if !got.is_empty() {
             return Ok(Some(Batch {
-                prompt: kind == 1,
+                table,
                 rows: got,
                 advance: Advance::Redo,
             }));
         }
     }
-    for (table, lo, prompt) in [("observations", obs_lo, false), ("prompts", p_lo, true)] {
+    for &(table, _, lo) in &marks {
         let got = rows(
             &format!(
-                "SELECT id, content, project FROM {table} WHERE id <= ?1 ORDER BY id DESC LIMIT ?2"
+                "{} WHERE t.id <= ?1 ORDER BY t.id DESC LIMIT ?2",
+                table.select()
             ),
             lo,
         )?;
         if let Some(first) = got.last().map(|r| r.0) {
             return Ok(Some(Batch {
-                prompt,
+                table,
                 rows: got,
                 advance: Advance::Low(first - 1),
             }));
@@ -206,11 +271,12 @@ fn store(
     vectors: &[(f32, Vec<i8>)],
 ) -> rusqlite::Result<usize> {
     let tx = c.transaction()?;
-    let (table, vtable, kind, hi, lo) = if batch.prompt {
-        ("prompts", "prompt_vectors", 1, "prompts_hi", "prompts_lo")
-    } else {
-        ("observations", "obs_vectors", 0, "obs_hi", "obs_lo")
-    };
+    let (table, vtable, kind) = (
+        batch.table.rows(),
+        batch.table.vectors(),
+        batch.table.kind(),
+    );
+    let (hi, lo) = batch.table.marks();
     let mut stored = 0;
     {
         let mut put = tx.prepare_cached(&format!(

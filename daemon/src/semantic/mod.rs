@@ -455,10 +455,12 @@ fn register(c: &mut Connection, name: Option<&str>, dim: usize) -> rusqlite::Res
         Some(id) => id,
         None => {
             tx.execute(
-                "INSERT INTO embed_models (name, dim, obs_hi, obs_lo, prompts_hi, prompts_lo)
-                 SELECT ?1, ?2, o, o, p, p FROM
+                "INSERT INTO embed_models
+                        (name, dim, obs_hi, obs_lo, prompts_hi, prompts_lo, docs_hi, docs_lo)
+                 SELECT ?1, ?2, o, o, p, p, d, d FROM
                    (SELECT COALESCE((SELECT MAX(id) FROM observations), 0) AS o,
-                           COALESCE((SELECT MAX(id) FROM prompts), 0) AS p)",
+                           COALESCE((SELECT MAX(id) FROM prompts), 0) AS p,
+                           COALESCE((SELECT MAX(id) FROM doc_chunks), 0) AS d)",
                 rusqlite::params![name, dim as i64],
             )?;
             tx.last_insert_rowid()
@@ -474,11 +476,14 @@ pub fn counts(c: &Connection) -> rusqlite::Result<Option<(String, i64, i64)>> {
     c.query_row(
         "SELECT m.name,
                 (SELECT COUNT(*) FROM obs_vectors WHERE model = m.id)
-              + (SELECT COUNT(*) FROM prompt_vectors WHERE model = m.id),
+              + (SELECT COUNT(*) FROM prompt_vectors WHERE model = m.id)
+              + (SELECT COUNT(*) FROM doc_vectors WHERE model = m.id),
                 (SELECT COUNT(*) FROM observations WHERE id > m.obs_hi)
               + (SELECT COUNT(*) FROM observations WHERE id <= m.obs_lo)
               + (SELECT COUNT(*) FROM prompts WHERE id > m.prompts_hi)
               + (SELECT COUNT(*) FROM prompts WHERE id <= m.prompts_lo)
+              + (SELECT COUNT(*) FROM doc_chunks WHERE id > m.docs_hi)
+              + (SELECT COUNT(*) FROM doc_chunks WHERE id <= m.docs_lo)
               + (SELECT COUNT(*) FROM embed_redo)
          FROM embed_models m WHERE m.active = 1",
         [],

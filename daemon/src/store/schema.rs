@@ -22,8 +22,9 @@ const LATER_SQL: &[&str] = &[
     include_str!("../../../migrations/011_writer_follow_ups.sql"),
     include_str!("../../../migrations/012_knowledge_search.sql"),
     include_str!("../../../migrations/013_sync.sql"),
-    include_str!("../../../migrations/019_sync_team.sql"),
-    include_str!("../../../migrations/020_sync_ops.sql"),
+    include_str!("../../../migrations/014_doc_vectors.sql"),
+    include_str!("../../../migrations/015_sync_team.sql"),
+    include_str!("../../../migrations/016_sync_ops.sql"),
 ];
 
 /// The migrations before 006, for tests that build a database as older versions wrote it.

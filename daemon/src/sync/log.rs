@@ -2,7 +2,7 @@
 //! appends to (`sync_log`), the pull cursors (`sync_cursors`) and where inbound events came
 //! from (`sync_origin`). Every function takes the write connection (the single writer).
 //!
-//! Routing (migration 019): the writer logs a stored event for the personal space unless its
+//! Routing (migration 015): the writer logs a stored event for the personal space unless its
 //! project is excluded (`sync_excluded`), and for each team space its project is shared with
 //! (`sync_shares`) when the share carries its type, each space in its own dense stream
 //! (`sync_space_log`). [`Routes`] is the writer's in-memory copy of those two tables.

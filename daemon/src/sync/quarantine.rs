@@ -15,7 +15,7 @@ use rusqlite::{params, Connection};
 
 use super::envelope::Envelope;
 
-/// `sync_log.state` values (migration 020; 1 and 2 are [`super::tombstone`]'s).
+/// `sync_log.state` values (migration 016; 1 and 2 are [`super::tombstone`]'s).
 pub const HELD: i64 = 3;
 pub const RELEASED: i64 = 4;
 /// Out of quarantine: released (logged again under a new sequence number) or dropped.

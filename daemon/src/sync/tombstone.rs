@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 /// Event ids per tombstone: a whole-project purge becomes several tombstones of bounded size.
 const PER_TOMBSTONE: usize = 1000;
 
-/// `sync_log.state` values (migration 020).
+/// `sync_log.state` values (migration 016).
 pub const LIVE: i64 = 0;
 pub const FORGOTTEN: i64 = 1;
 pub const NULLED: i64 = 2;

@@ -237,13 +237,17 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// What happened around an observation in its session.
+    /// What happened around an observation in its session (or, with `--doc`, the chunks around
+    /// a document chunk in its source).
     Timeline {
         /// The observation id to center on (or use --query).
         anchor: Option<i64>,
         /// Center on the best match of this search instead.
         #[arg(long, conflicts_with = "anchor")]
         query: Option<String>,
+        /// Center on a document chunk (a `doc` result's id): its neighbours in its source.
+        #[arg(long = "doc", value_name = "ID", conflicts_with_all = ["anchor", "query"])]
+        doc: Option<i64>,
         #[arg(long)]
         before: Option<i64>,
         #[arg(long)]
@@ -942,6 +946,7 @@ fn main() -> ExitCode {
         }),
         Command::Timeline {
             anchor,
+            doc,
             query,
             before,
             after,
@@ -949,6 +954,7 @@ fn main() -> ExitCode {
             json,
         } => cli::timeline(
             anchor,
+            doc,
             query,
             before,
             after,
