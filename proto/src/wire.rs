@@ -29,6 +29,16 @@
 //! | `POST /v1/sync/now` | [`crate::admin::Empty`] | [`crate::sync::SyncStatus`] (after one push and pull) |
 //! | `POST /v1/sync/status` | [`crate::admin::Empty`] | [`crate::sync::SyncStatus`] |
 //! | `POST /v1/sync/disable` | [`crate::admin::Empty`] | [`crate::sync::SyncStatus`] |
+//! | `POST /v1/sync/identity` | [`crate::admin::Empty`] | [`crate::sync::Identity`] (this device's public key, made on first use) |
+//! | `POST /v1/sync/share` | [`crate::sync::ShareRequest`] | [`crate::sync::Routing`] |
+//! | `POST /v1/sync/exclude` | [`crate::sync::ExcludeRequest`] | [`crate::sync::Routing`] |
+//! | `POST /v1/team/create` | [`crate::sync::TeamRequest`] | [`crate::sync::TeamStatus`] |
+//! | `POST /v1/team/add` | [`crate::sync::TeamRequest`] | [`crate::sync::TeamStatus`] |
+//! | `POST /v1/team/remove` | [`crate::sync::TeamRequest`] | [`crate::sync::TeamStatus`] (the key rotated) |
+//! | `POST /v1/team/join` | [`crate::sync::TeamRequest`] | [`crate::sync::TeamStatus`] |
+//! | `POST /v1/sync/quarantine` | [`crate::sync::QuarantineRequest`] | [`crate::sync::Quarantined`] |
+//! | `POST /v1/sync/verify` | [`crate::admin::Empty`] | [`crate::sync::Verified`] |
+//! | `POST /v1/rebuild` | [`crate::admin::Empty`] | [`crate::sync::Rebuilt`] |
 //! | `POST /v1/ui` | [`UiRequest`] | [`UiReply`] (the web viewer's listener: start, stop, rotate its token, or ask) |
 //!
 //! The web viewer's `/api/*` routes (CodexMem's worker API, adapted) are served on this socket

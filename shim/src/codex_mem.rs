@@ -183,6 +183,20 @@ fn index_item_of_hit(h: &SearchHit) -> EntryIndexItem {
     }
 }
 
+/// A document chunk's heading path ("Runbook > Deploy"), the title search gives it; `None` for
+/// anything else or a chunk without headings.
+fn doc_heading(o: &Observation) -> Option<String> {
+    if o.obs_type != "doc" {
+        return None;
+    }
+    o.metadata
+        .as_ref()?
+        .get("heading")?
+        .as_str()
+        .filter(|h| !h.is_empty())
+        .map(|h| nmem_proto::text::one_line(h, 120))
+}
+
 fn index_item_of_obs(o: &Observation) -> EntryIndexItem {
     EntryIndexItem {
         id: o.id.to_string(),
@@ -212,7 +226,7 @@ fn detail_of(o: Observation, of: fn(i64) -> EntryId) -> EntryDetailItem {
             EntryId::Knowledge(n) => format!("k{n}"),
             EntryId::Obs(n) => n.to_string(),
         },
-        title: title_of(&o.content, o.metadata.as_ref()),
+        title: doc_heading(&o).unwrap_or_else(|| title_of(&o.content, o.metadata.as_ref())),
         source_ref: metadata
             .get(if doc { "locator" } else { "source_ref" })
             .and_then(Value::as_str)
@@ -534,6 +548,10 @@ impl CodexMem {
                         .map(|o| {
                             let mut i = index_item_of_obs(o);
                             i.id = format!("{prefix}{}", i.id);
+                            if let Some(h) = doc_heading(o) {
+                                // As search titles a chunk: its heading path.
+                                i.title = h;
+                            }
                             i
                         })
                         .collect();

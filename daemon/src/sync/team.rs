@@ -749,7 +749,7 @@ async fn push(
             out.push(remote::Outgoing {
                 seq: *seq,
                 event_id,
-                sealed,
+                sealed: Some(sealed),
             });
         }
         let stored = remote::push(client, &t.space, &st.device, &t.key_id, &out).await?;
@@ -830,7 +830,7 @@ async fn pull(
                         )
                     })?;
                 if app.ingest.redactor.apply(&mut ev) {
-                    events.push((r.seq, ev));
+                    events.push((r.seq, log::Inbound::Event(ev)));
                 }
             }
             if through > cursor {
