@@ -364,6 +364,36 @@ impl Envelope {
     }
 }
 
+/// A stored Bash command as the writer prepares it: the sync modules' tests' event.
+#[cfg(test)]
+pub(crate) fn sample(event_id: &str, content: &str) -> Prepared {
+    use crate::ingest::{Obs, Project, Record, SessionEffect};
+    Prepared {
+        event_id: event_id.into(),
+        received_at: 1_700_000_000_000,
+        harness: "claude-code",
+        session_id: "s1".into(),
+        cwd: "/home/dev/app".into(),
+        project: Project {
+            name: "app".into(),
+            root: "/home/dev/app".into(),
+            ..Default::default()
+        },
+        event: nmem_proto::harness::Event::ToolUse,
+        event_name: "PostToolUse".into(),
+        record: Record::Observation(Obs {
+            obs_type: "command",
+            tool_name: Some("Bash".into()),
+            content: content.into(),
+            ..Default::default()
+        }),
+        effect: SessionEffect::None,
+        thoughts: vec![],
+        transcript_offset: None,
+        redactions: 0,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -371,28 +401,8 @@ mod tests {
 
     fn observation(content: &str) -> Prepared {
         Prepared {
-            event_id: "e1".into(),
-            received_at: 1_700_000_000_000,
-            harness: "claude-code",
-            session_id: "s1".into(),
-            cwd: "/home/dev/app".into(),
-            project: Project {
-                name: "app".into(),
-                root: "/home/dev/app".into(),
-                ..Default::default()
-            },
-            event: Event::ToolUse,
-            event_name: "PostToolUse".into(),
-            record: Record::Observation(Obs {
-                obs_type: "command",
-                tool_name: Some("Bash".into()),
-                content: content.into(),
-                ..Default::default()
-            }),
-            effect: SessionEffect::None,
-            thoughts: vec![],
             transcript_offset: Some(12),
-            redactions: 0,
+            ..sample("e1", content)
         }
     }
 

@@ -174,36 +174,11 @@ pub fn act(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ingest::{Obs, Prepared, Project, Record, SessionEffect};
     use crate::redact::ExtraPattern;
-    use nmem_proto::harness::Event;
 
     fn logged(content: &str, redactor: &Redactor) -> Vec<u8> {
         // As the writer logs it: redacted by the rules of the time.
-        let mut ev = Prepared {
-            event_id: "e1".into(),
-            received_at: 1_700_000_000_000,
-            harness: "claude-code",
-            session_id: "s1".into(),
-            cwd: "/home/dev/app".into(),
-            project: Project {
-                name: "app".into(),
-                root: "/home/dev/app".into(),
-                ..Default::default()
-            },
-            event: Event::ToolUse,
-            event_name: "PostToolUse".into(),
-            record: Record::Observation(Obs {
-                obs_type: "command",
-                tool_name: Some("Bash".into()),
-                content: content.into(),
-                ..Default::default()
-            }),
-            effect: SessionEffect::None,
-            thoughts: vec![],
-            transcript_offset: None,
-            redactions: 0,
-        };
+        let mut ev = crate::sync::envelope::sample("e1", content);
         assert!(redactor.apply(&mut ev));
         Envelope::of(&ev).unwrap().to_bytes()
     }

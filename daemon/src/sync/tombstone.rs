@@ -219,34 +219,10 @@ pub async fn null_on_server(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ingest::{Obs, Prepared, Project, Record, SessionEffect};
-    use nmem_proto::harness::Event;
+    use crate::ingest::Prepared;
 
     fn event(id: &str, content: &str) -> Prepared {
-        Prepared {
-            event_id: id.into(),
-            received_at: 1_700_000_000_000,
-            harness: "claude-code",
-            session_id: "s1".into(),
-            cwd: "/home/dev/app".into(),
-            project: Project {
-                name: "app".into(),
-                root: "/home/dev/app".into(),
-                ..Default::default()
-            },
-            event: Event::ToolUse,
-            event_name: "PostToolUse".into(),
-            record: Record::Observation(Obs {
-                obs_type: "command",
-                tool_name: Some("Bash".into()),
-                content: content.into(),
-                ..Default::default()
-            }),
-            effect: SessionEffect::None,
-            thoughts: vec![],
-            transcript_offset: None,
-            redactions: 0,
-        }
+        crate::sync::envelope::sample(id, content)
     }
 
     #[test]
