@@ -130,7 +130,8 @@ pub struct SearchConfig {
     /// Weight of results matching all but one meaningful word (queries of 3 to 6 words).
     pub weight_most_words: f64,
     /// Rank every candidate by its similarity to the query, not only the nearest rows: a
-    /// lexical match close in meaning gains the semantic source's vote too.
+    /// lexical match close in meaning gains the semantic source's vote too (on by default since
+    /// the third pass: it closed the temporal gap with lexical; ARCHITECTURE.md, the ablation).
     pub semantic_all: bool,
     /// Move a result whose type and opening text repeat a better one's (the same command run
     /// three times) below the distinct results.
@@ -219,7 +220,7 @@ impl Default for SearchConfig {
             split_identifiers: true,
             all_words_first: true,
             weight_most_words: 0.5,
-            semantic_all: false,
+            semantic_all: true,
             collapse_repeats: true,
             weight_looking: 0.7,
             weight_planning: 0.7,
