@@ -227,8 +227,8 @@ fn verify_names_a_row_deleted_on_the_server() {
     assert!(text.contains("missing on the server: seq 5"), "{text}");
 }
 
-/// A search's results on `home` as (kind, event id), in order.
-fn search_events(home: &Home, q: &str) -> Vec<(String, String)> {
+/// A search's results on `home` as (kind, event id, origin), in order.
+fn search_events(home: &Home, q: &str) -> Vec<(String, String, serde_json::Value)> {
     let v = ok_json(
         home,
         &["search", q, "--all-projects", "--limit", "50", "--json"],
@@ -252,7 +252,7 @@ fn search_events(home: &Home, q: &str) -> Vec<(String, String)> {
                     |r| r.get(0),
                 )
                 .unwrap();
-            (kind, id)
+            (kind, id, it["origin"].clone())
         })
         .collect()
 }
@@ -297,13 +297,41 @@ fn rebuild_regenerates_the_projections_from_the_log() {
     let r = ok_json(&b, &["rebuild", "--json"]);
     assert_eq!(r["restored"], 4, "{r}");
     assert_eq!(r["events"], 40, "{r}");
-    // The same results. Not yet in the same order: rows stored again get new row ids, and
-    // results of equal score are ordered by row id (docs/sync.md, "Not done yet").
-    let mut after = search_events(&b, "quokkaberry");
-    let mut before = before;
-    after.sort();
-    before.sort();
+    // The same results in the same order, each from where it was: rows stored again keep their
+    // row ids (ties rank by id) and their origin.
+    let after = search_events(&b, "quokkaberry");
     assert_eq!(after, before);
+    assert!(
+        after.iter().any(|h| h.2["kind"] == "my-devices")
+            && after.iter().any(|h| h.2["kind"] == "this-device"),
+        "{after:?}"
+    );
     // Nothing twice.
     assert_eq!(observations(&b), 40);
+    // Again, without --json and not on a terminal: the counts only, nothing on stderr; the
+    // progress route says no rebuild runs.
+    let out = nmem(&b, &["rebuild"]);
+    assert!(out.status.success());
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.starts_with("rebuilt: 40 logged events read, 0 stored again"),
+        "{text}"
+    );
+    assert_eq!(search_events(&b, "quokkaberry"), before);
+    let p = nmem_proto::client::call(
+        &b.paths.socket,
+        "POST",
+        "/v1/rebuild/progress",
+        &[],
+        b"{}",
+        std::time::Duration::from_secs(10),
+    )
+    .unwrap();
+    let p: serde_json::Value = serde_json::from_slice(&p.body).unwrap();
+    assert_eq!(p["running"], false, "{p}");
 }

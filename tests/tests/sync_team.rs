@@ -42,7 +42,7 @@ fn enable(home: &Home, pg: &Postgres) -> String {
     v["recovery_phrase"].as_str().unwrap().to_string()
 }
 
-fn join(home: &Home, pg: &Postgres, phrase: &str) {
+pub(crate) fn join(home: &Home, pg: &Postgres, phrase: &str) {
     let f = home.dir.join("phrase.txt");
     std::fs::write(&f, phrase).unwrap();
     ok_json(
@@ -59,7 +59,7 @@ fn join(home: &Home, pg: &Postgres, phrase: &str) {
     );
 }
 
-fn identity(home: &Home) -> String {
+pub(crate) fn identity(home: &Home) -> String {
     let v = ok_json(home, &["sync", "identity", "--json"]);
     let k = v["public_key"].as_str().unwrap().to_string();
     assert!(k.starts_with("age1"), "{k}");
@@ -74,7 +74,7 @@ fn device(home: &Home) -> String {
 }
 
 /// Store hook payloads on `home` through the batch route, each under its event id.
-fn send(home: &Home, events: &[(String, Value)]) {
+pub(crate) fn send(home: &Home, events: &[(String, Value)]) {
     let body: Vec<String> = events
         .iter()
         .enumerate()
@@ -106,7 +106,7 @@ fn cwd(project: &str) -> String {
     format!("/home/dev/projects/{project}")
 }
 
-fn command(project: &str, tag: &str) -> Value {
+pub(crate) fn command(project: &str, tag: &str) -> Value {
     json!({
         "session_id": format!("sess-{project}"),
         "cwd": cwd(project),
@@ -118,7 +118,7 @@ fn command(project: &str, tag: &str) -> Value {
     })
 }
 
-fn commit(project: &str, tag: &str) -> Value {
+pub(crate) fn commit(project: &str, tag: &str) -> Value {
     json!({
         "session_id": format!("sess-{project}"),
         "cwd": cwd(project),
@@ -154,7 +154,7 @@ fn prompt(project: &str, tag: &str) -> Value {
     })
 }
 
-fn has_event(home: &Home, id: &str) -> bool {
+pub(crate) fn has_event(home: &Home, id: &str) -> bool {
     home.count(&format!(
         "SELECT (SELECT COUNT(*) FROM observations WHERE event_id = '{id}')
               + (SELECT COUNT(*) FROM prompts WHERE event_id = '{id}')"

@@ -32,7 +32,8 @@ use crate::store::bm25;
 use crate::store::project_ids::{self, Bits, ProjectIds};
 use nmem_proto::obs::ObsType;
 use nmem_proto::query::{
-    OrderBy, QueryUse, RetrievalSource, SearchHit, SearchMode, SearchReply, SearchRequest,
+    OrderBy, Origin, OriginFilter, QueryUse, RetrievalSource, SearchHit, SearchMode, SearchReply,
+    SearchRequest,
 };
 use rusqlite::types::Value as Sql;
 use rusqlite::Connection;
@@ -76,16 +77,21 @@ pub async fn search(app: &App, req: SearchRequest) -> Result<SearchReply, QueryE
     check_list("obs_type", &types, MAX_TYPES, MAX_NAME)?;
     check_list("files", &files, MAX_FILES, MAX_PATH)?;
     let lex = fts_query::plan(&text);
-    let know = crate::knowledge::SearchScope::new(
+    // Documents and knowledge items are this device's: an origin filter for other devices only
+    // leaves them out.
+    let origin = req.origin.unwrap_or_default();
+    let mut know = crate::knowledge::SearchScope::new(
         &types,
         !files.is_empty(),
         req.include_knowledge,
         req.knowledge_status,
     )?;
+    know.wanted &= origin.keeps_local();
     // Documents come after the agent's own rows: asked with `obs_type: "doc"` (then alone),
     // left out with `include_docs: false` or a type filter without `doc`.
-    let docs_wanted =
-        req.include_docs.unwrap_or(true) && (types.is_empty() || types.iter().any(|t| t == "doc"));
+    let docs_wanted = req.include_docs.unwrap_or(true)
+        && origin.keeps_local()
+        && (types.is_empty() || types.iter().any(|t| t == "doc"));
     let docs_only = !types.is_empty() && types.iter().all(|t| t == "doc");
     let mut notes = Vec::new();
     let availability = app.semantic.availability();
@@ -136,6 +142,7 @@ pub async fn search(app: &App, req: SearchRequest) -> Result<SearchReply, QueryE
         offset: req.offset.unwrap_or(0).clamp(0, 10_000),
         prompts: req.include_prompts.unwrap_or(true),
         kinds: Kinds::of(&text),
+        origin,
     };
     // Knowledge and work items are ranked apart ([`knowledge_hits`]) and merged into the fused
     // list by score: the observations are taken from the top to the page's end, so every page of
@@ -389,6 +396,8 @@ struct Plan {
     prompts: bool,
     /// The kinds of fact the query's words ask for (`[search] question_kinds`).
     kinds: Kinds,
+    /// Where the rows were captured (`sync_sources`; a row's `origin` is NULL on this device).
+    origin: OriginFilter,
 }
 
 const PROMPT_TYPES: &[&str] = &["prompt", "user_prompt", "agent_reasoning", "reasoning"];
@@ -490,7 +499,8 @@ impl Plan {
         let filtered = !self.types.is_empty()
             || !self.files.is_empty()
             || self.from.is_some()
-            || self.to.is_some();
+            || self.to.is_some()
+            || self.origin != OriginFilter::Any;
         let pool = self.pool();
         let n = if filtered { pool * 4 } else { pool } as usize;
         self.semantic
@@ -717,8 +727,11 @@ impl Plan {
         }
     }
 
-    /// The time filters.
+    /// The time and origin filters.
     fn common(&self, t: &str, sql: &mut String, args: &mut Vec<Sql>) {
+        if let Some(f) = origin_sql(self.origin, t) {
+            sql.push_str(&f);
+        }
         if let Some(from) = self.from {
             sql.push_str(&format!(" AND {t}.timestamp >= ?"));
             args.push(Sql::Integer(from));
@@ -1005,6 +1018,22 @@ impl Plan {
             }
         }
         Ok(out)
+    }
+}
+
+/// The origin filter on the rows of alias `t` (`None` for any origin). `sync_sources` holds a
+/// row per device pulled from: the subquery runs once per statement.
+pub(crate) fn origin_sql(origin: OriginFilter, t: &str) -> Option<String> {
+    match origin {
+        OriginFilter::Any => None,
+        OriginFilter::ThisDevice => Some(format!(" AND {t}.origin IS NULL")),
+        OriginFilter::MyDevices => Some(format!(
+            " AND ({t}.origin IS NULL OR {t}.origin IN \
+             (SELECT id FROM sync_sources WHERE kind = 'my-devices'))"
+        )),
+        OriginFilter::Team => Some(format!(
+            " AND {t}.origin IN (SELECT id FROM sync_sources WHERE kind = 'team')"
+        )),
     }
 }
 
@@ -1325,9 +1354,35 @@ fn collapse_repeats(hits: &mut Vec<SearchHit>) {
     *hits = first;
 }
 
-const OBS_HIT: &str =
-    "o.id, o.timestamp, o.obs_type, substr(o.content, 1, 120), o.file_path, o.session_id, o.project";
-const PROMPT_HIT: &str = "p.id, p.timestamp, p.source, p.content, p.session_id, p.project";
+/// A row's origin as JSON (NULL on this device): a lookup in the small `sync_sources` by id,
+/// only for the rows a search returns.
+macro_rules! origin_of {
+    ($t:literal) => {
+        concat!(
+            "(SELECT json_object('kind', s.kind, 'device', s.device, 'space', \
+             CASE s.kind WHEN 'team' THEN s.space END) FROM sync_sources s WHERE s.id = ",
+            $t,
+            ".origin)"
+        )
+    };
+}
+
+const OBS_HIT: &str = concat!(
+    "o.id, o.timestamp, o.obs_type, substr(o.content, 1, 120), o.file_path, o.session_id, o.project, ",
+    origin_of!("o")
+);
+const PROMPT_HIT: &str = concat!(
+    "p.id, p.timestamp, p.source, p.content, p.session_id, p.project, ",
+    origin_of!("p")
+);
+
+/// A hit's origin from its JSON column (NULL: this device).
+fn origin(r: &rusqlite::Row, i: usize) -> rusqlite::Result<Origin> {
+    let json: Option<String> = r.get(i)?;
+    Ok(json
+        .and_then(|j| serde_json::from_str(&j).ok())
+        .unwrap_or_default())
+}
 
 /// Run `f` with the project's row set as `nmem_in_project`'s, when there is one.
 fn filtered<T>(bits: Option<&Arc<Bits>>, f: impl FnOnce() -> T) -> T {
@@ -1349,7 +1404,8 @@ fn obs_hit(r: &rusqlite::Row) -> rusqlite::Result<SearchHit> {
         file_path: r.get(4)?,
         session_id: r.get(5)?,
         project: r.get(6)?,
-        score: r.get(7)?,
+        origin: origin(r, 7)?,
+        score: r.get(8)?,
         retrieval_sources: Vec::new(),
         doc: None,
         knowledge: None,
@@ -1374,7 +1430,8 @@ fn prompt_hit(r: &rusqlite::Row) -> rusqlite::Result<SearchHit> {
         file_path: None,
         session_id: r.get(4)?,
         project: r.get(5)?,
-        score: r.get(6)?,
+        origin: origin(r, 6)?,
+        score: r.get(7)?,
         retrieval_sources: Vec::new(),
         doc: None,
         knowledge: None,
@@ -1441,6 +1498,7 @@ mod tests {
             retrieval_sources: Vec::new(),
             doc: None,
             knowledge: None,
+            origin: Origin::default(),
         }
     }
 

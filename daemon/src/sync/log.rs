@@ -10,6 +10,7 @@
 use super::crypto::SpaceKey;
 use super::envelope::Envelope;
 use crate::ingest::Prepared;
+use crate::store::writer::{Placement, RowIds};
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -20,8 +21,9 @@ use std::sync::RwLock;
 pub static ENABLED: AtomicBool = AtomicBool::new(false);
 
 /// The writer's hook: log a stored event's envelope, in the event's own transaction, under the
-/// next sequence number (dense: the writer is the only one appending).
-pub fn append(conn: &Connection, ev: &Prepared) -> rusqlite::Result<()> {
+/// next sequence number (dense: the writer is the only one appending), with the ids its rows
+/// got here (for `nmem rebuild`).
+pub fn append(conn: &Connection, ev: &Prepared, ids: &RowIds) -> rusqlite::Result<()> {
     if !ENABLED.load(Ordering::Relaxed) {
         return Ok(());
     }
@@ -32,7 +34,17 @@ pub fn append(conn: &Connection, ev: &Prepared) -> rusqlite::Result<()> {
     let bytes = env.to_bytes();
     let now = nmem_proto::now_ms();
     if personal {
-        append_envelope(conn, &ev.event_id, &bytes)?;
+        conn.prepare_cached(
+            "INSERT INTO sync_log (seq, event_id, created_at, envelope, row_id, thought_ids)
+             SELECT COALESCE(MAX(seq), 0) + 1, ?1, ?2, ?3, ?4, ?5 FROM sync_log",
+        )?
+        .execute(params![
+            ev.event_id,
+            now,
+            bytes,
+            ids.record,
+            ids.thoughts_json()
+        ])?;
     }
     for space in teams {
         conn.prepare_cached(
@@ -334,13 +346,18 @@ pub fn apply_inbound(
 ) -> rusqlite::Result<usize> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let mut stored = 0;
+    let origin = source(&tx, space, device)?;
     for (seq, item) in events {
+        let mut place = Placement {
+            origin: Some(origin),
+            ..Placement::default()
+        };
         let (event_id, envelope) = match item {
             Inbound::Event(ev) => {
                 if super::tombstone::is_forgotten(&tx, &ev.event_id)? {
                     continue;
                 }
-                if crate::store::writer::apply_inbound(&tx, ev)? {
+                if crate::store::writer::apply_inbound(&tx, ev, &mut place)? {
                     stored += 1;
                 }
                 let Some(env) = Envelope::of(ev) else {
@@ -359,10 +376,17 @@ pub fn apply_inbound(
         )?
         .execute(params![event_id, device, seq])?;
         tx.prepare_cached(
-            "INSERT OR IGNORE INTO sync_inbound (event_id, device, seq, envelope)
-             VALUES (?1, ?2, ?3, ?4)",
+            "INSERT OR IGNORE INTO sync_inbound (event_id, device, seq, envelope, row_id, thought_ids)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
         )?
-        .execute(params![event_id, device, seq, envelope])?;
+        .execute(params![
+            event_id,
+            device,
+            seq,
+            envelope,
+            place.ids.record,
+            place.ids.thoughts_json()
+        ])?;
     }
     tx.execute(
         "INSERT INTO sync_cursors (space, device, seq) VALUES (?1, ?2, ?3)
@@ -371,6 +395,47 @@ pub fn apply_inbound(
     )?;
     tx.commit()?;
     Ok(stored)
+}
+
+/// The source of rows pulled from `device` through `space` (`sync_sources`, made on first use;
+/// docs/sync.md "Origin"): one of this user's devices when `space` is the personal space, or
+/// when the personal space knows the device (a team space's event from another device of
+/// mine); otherwise a teammate's device, through `space`.
+pub fn source(conn: &Connection, space: &str, device: &str) -> rusqlite::Result<i64> {
+    let personal: Option<String> = conn
+        .prepare_cached("SELECT space FROM sync_spaces WHERE kind = 'personal'")?
+        .query_row([], |r| r.get(0))
+        .optional()?;
+    let mine = match personal.as_deref() {
+        Some(p) if p == space => true,
+        Some(p) => conn
+            .prepare_cached(
+                "SELECT 1 FROM sync_cursors WHERE space = ?1 AND device = ?2
+                 UNION ALL SELECT 1 FROM sync_sources WHERE space = ?1 AND device = ?2",
+            )?
+            .exists(params![p, device])?,
+        None => false,
+    };
+    let (kind, space) = match personal {
+        Some(p) if mine => ("my-devices", p),
+        _ => ("team", space.to_string()),
+    };
+    conn.prepare_cached(
+        "INSERT OR IGNORE INTO sync_sources (kind, space, device) VALUES (?1, ?2, ?3)",
+    )?
+    .execute(params![kind, space, device])?;
+    conn.prepare_cached("SELECT id FROM sync_sources WHERE space = ?1 AND device = ?2")?
+        .query_row(params![space, device], |r| r.get(0))
+}
+
+/// The source of an event received from `device` before, as `nmem rebuild` restores it (the
+/// log keeps the device, not the space): one of this user's first.
+pub fn source_of_device(conn: &Connection, device: &str) -> rusqlite::Result<Option<i64>> {
+    conn.prepare_cached(
+        "SELECT id FROM sync_sources WHERE device = ?1 ORDER BY kind = 'team', id LIMIT 1",
+    )?
+    .query_row([device], |r| r.get(0))
+    .optional()
 }
 
 #[cfg(test)]

@@ -51,6 +51,8 @@ pub struct Sync {
     seen: Mutex<Seen>,
     /// Wakes the background task (after `enable`/`join`).
     wake: tokio::sync::Notify,
+    /// How far a running `nmem rebuild` is.
+    pub rebuild: std::sync::Arc<rebuild::Progress>,
 }
 
 #[derive(Default, Clone)]
@@ -619,5 +621,13 @@ pub async fn verify(app: &App) -> Result<Verified, WriteError> {
 
 /// `nmem rebuild`: the projections regenerated from the event log, on the writer.
 pub async fn rebuild(app: &App) -> Result<Rebuilt, WriteError> {
-    app.writer.exec(|c| Ok(rebuild::run(c)?)).await
+    let progress = app.sync.rebuild.clone();
+    let out = app
+        .writer
+        .exec(move |c| Ok(rebuild::run(c, &progress)?))
+        .await;
+    // Restored rows keep their old ids, below what the project filter's sets were brought up
+    // to: build them again.
+    app.readers.project_ids().clear();
+    out
 }

@@ -231,7 +231,12 @@ mod tests {
         let c = crate::store::schema::open_writer(&dir.path().join("nmem.db")).unwrap();
         let count = |sql: &str| c.query_row(sql, [], |r| r.get::<_, i64>(0)).unwrap();
         for (id, text) in [("e1", "keep this"), ("e2", "forget this")] {
-            assert!(crate::store::writer::apply_inbound(&c, &event(id, text)).unwrap());
+            assert!(crate::store::writer::apply_inbound(
+                &c,
+                &event(id, text),
+                &mut Default::default()
+            )
+            .unwrap());
         }
         // This device's own log holds e2 (as if it had recorded it).
         super::super::log::append_envelope(&c, "e2", b"{\"plaintext\":1}").unwrap();
