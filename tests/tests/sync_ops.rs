@@ -22,7 +22,7 @@ fn joined(home: &Home, pg: &Postgres, phrase: &str) {
 }
 
 /// `nmemctl purge --search Q --yes` on `home`: rows deleted.
-fn purge(home: &Home, search: &str) -> u64 {
+pub fn purge(home: &Home, search: &str) -> u64 {
     let out = home
         .cmd("nmemctl")
         .args(["purge", "--search", search, "--yes", "--json"])
@@ -56,7 +56,7 @@ fn has_ciphertext(pg: &Postgres, device: &str, seq: i64) -> bool {
     )) == "t"
 }
 
-fn finds(home: &Home, q: &str) -> usize {
+pub fn finds(home: &Home, q: &str) -> usize {
     ok_json(home, &["search", q, "--all-projects", "--json"])["items"]
         .as_array()
         .unwrap()

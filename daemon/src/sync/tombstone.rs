@@ -3,10 +3,13 @@
 //!
 //! * The device that forgets ([`emit`]) empties its own logs' envelopes of those events (their
 //!   plaintext must not outlive the rows), remembers the ids (`sync_tombstones`) and appends the
-//!   tombstone to its personal stream.
+//!   tombstone to its personal stream, and to each team space's stream that carried any of
+//!   them (so teammates forget them too).
 //! * A device that receives one ([`forget_here`]) removes the rows through the writer, in the
 //!   pull's transaction: the full-text index, vectors and re-embed queue follow through the
-//!   tables' delete triggers, sessions left empty go, and an audit row says so. A team space's
+//!   tables' delete triggers, sessions left empty go, and an audit row says so. If it had
+//!   shared some of them with a team itself (its own team stream holds them: a forget from
+//!   another of the user's devices), it passes the tombstone on to that team. A team space's
 //!   tombstone forgets only what came from the device that sent it.
 //! * The owner of a forgotten event (the device whose stream holds it, whether it forgot it or
 //!   received the tombstone) nulls its ciphertext on the server, in each space whose stream
@@ -55,19 +58,52 @@ pub fn ids_of_rows(
 
 /// This device forgot `events` (project, local event id) for `reason`: empty their envelopes in
 /// the logs (always: a disabled sync keeps its logs), and while sync is enabled remember them and
-/// append tombstones to the personal stream, one per project and [`PER_TOMBSTONE`] ids. Runs in
-/// the caller's transaction.
+/// append tombstones, one per stream, project and [`PER_TOMBSTONE`] ids: to the personal stream,
+/// and to each team stream that carried any of them. Runs in the caller's transaction.
 pub fn emit(conn: &Connection, events: &[(String, String)], reason: &str) -> rusqlite::Result<()> {
     if events.is_empty() {
         return Ok(());
     }
     let ids: Vec<&str> = events.iter().map(|(_, id)| id.as_str()).collect();
+    let teams = shared(conn, &ids)?;
     forget_in_log(conn, &ids)?;
     if !super::log::ENABLED.load(std::sync::atomic::Ordering::Relaxed) {
         return Ok(());
     }
     remember(conn, &ids)?;
-    append(conn, &Stream::Personal, events, reason)
+    append(conn, &Stream::Personal, events, reason)?;
+    for (stream, events) in teams {
+        append(conn, &stream, &events, reason)?;
+    }
+    Ok(())
+}
+
+/// The team streams of this device that carried any of `ids` to their space (live or released
+/// rows, not forgotten yet), each with those events as (project, event id). Call before
+/// [`forget_in_log`] empties the envelopes the projects are read from.
+pub(super) fn shared(
+    conn: &Connection,
+    ids: &[&str],
+) -> rusqlite::Result<BTreeMap<Stream, Vec<(String, String)>>> {
+    let mut out: BTreeMap<Stream, Vec<(String, String)>> = BTreeMap::new();
+    let mut st = conn.prepare_cached(
+        "SELECT space, envelope FROM sync_space_log WHERE event_id = ?1 AND state IN (?2, ?3)",
+    )?;
+    for id in ids {
+        let rows = st.query_map(params![id, LIVE, super::quarantine::RELEASED], |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, Vec<u8>>(1)?))
+        })?;
+        for row in rows {
+            let (space, env) = row?;
+            let project = Envelope::from_bytes(&env)
+                .map(|e| e.project.name)
+                .unwrap_or_default();
+            out.entry(Stream::Team(space))
+                .or_default()
+                .push((project, id.to_string()));
+        }
+    }
+    Ok(out)
 }
 
 /// Append tombstones of `events` (project, event id) to `stream`, one per project and
@@ -94,7 +130,7 @@ fn append(
 
 /// Empty this device's logged envelopes of `ids`, in every stream, and mark them for nulling
 /// on the server.
-fn forget_in_log(conn: &Connection, ids: &[&str]) -> rusqlite::Result<()> {
+pub(super) fn forget_in_log(conn: &Connection, ids: &[&str]) -> rusqlite::Result<()> {
     for table in ["sync_log", "sync_space_log"] {
         let mut st = conn.prepare_cached(&format!(
             "UPDATE {table} SET envelope = x'', state = ?2
@@ -130,7 +166,8 @@ pub fn is_forgotten(conn: &Connection, event_id: &str) -> rusqlite::Result<bool>
 
 /// A tombstone from another device: remove the rows of `ids` (observations and prompts, with
 /// their projections through the delete triggers), sessions left empty, this device's log
-/// envelopes of them (an owner then nulls them on the server), and remember the ids. With `from` (a team space's
+/// envelopes of them (an owner then nulls them on the server), pass it on to the team spaces
+/// this device shared any of them with, and remember the ids. With `from` (a team space's
 /// tombstone, sent by that device) only the events that came from `from` are forgotten. Returns
 /// the rows removed. Runs in the pull's transaction.
 pub fn forget_here(
@@ -177,8 +214,12 @@ pub fn forget_here(
             [s],
         )?;
     }
+    let teams = shared(conn, &refs)?;
     forget_in_log(conn, &refs)?;
     remember(conn, &refs)?;
+    for (stream, events) in teams {
+        append(conn, &stream, &events, reason)?;
+    }
     if counts.0 + counts.1 > 0 {
         conn.execute(
             "INSERT INTO audit (timestamp, action, detail, observations, prompts)
@@ -324,5 +365,41 @@ mod tests {
         // The user's own devices (the personal space) may forget anything.
         assert_eq!(forget_here(&c, &all, "purge", None).unwrap(), 2);
         assert_eq!(count("SELECT COUNT(*) FROM observations"), 0);
+    }
+
+    #[test]
+    fn a_forget_of_a_shared_event_is_passed_on_to_its_team() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = crate::store::schema::open_writer(&dir.path().join("nmem.db")).unwrap();
+        let count = |sql: &str| c.query_row(sql, [], |r| r.get::<_, i64>(0)).unwrap();
+        let shared = crate::sync::envelope::Envelope::of(&event("s1", "shared"))
+            .unwrap()
+            .to_bytes();
+        let team = Stream::Team("acme".into());
+        super::super::log::append_to(&c, &team, "s1", &shared).unwrap();
+        super::super::log::append_to(&c, &Stream::Personal, "s1", &shared).unwrap();
+        assert!(crate::store::writer::apply_inbound(&c, &event("s1", "shared")).unwrap());
+        // Received from another of the user's devices: this device shared it, so it tells the
+        // team, and its team row is emptied and due for nulling.
+        assert_eq!(forget_here(&c, &["s1".into()], "purge", None).unwrap(), 1);
+        let logged: Vec<(i64, Vec<u8>)> = c
+            .prepare("SELECT seq, envelope FROM sync_space_log WHERE space = 'acme' ORDER BY seq")
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(logged.len(), 2);
+        assert!(logged[0].1.is_empty(), "the shared row's plaintext stayed");
+        let tomb = Envelope::from_bytes(&logged[1].1).unwrap();
+        assert_eq!(tomb.forgets(), Some(&["s1".to_string()][..]));
+        assert_eq!(tomb.project.name, event("s1", "x").project.name);
+        assert_eq!(to_null(&c, &team, 10).unwrap(), vec![(1, "s1".to_string())]);
+        // The same tombstone again tells the team nothing more.
+        forget_here(&c, &["s1".into()], "purge", None).unwrap();
+        assert_eq!(
+            count("SELECT COUNT(*) FROM sync_space_log WHERE space = 'acme'"),
+            2
+        );
     }
 }
