@@ -497,3 +497,105 @@ fn a_forget_of_a_shared_event_reaches_the_team() {
     assert!(has_event(&b, "t-keep") && has_event(&a, "t-keep"));
     assert_eq!(finds(&b, "keepsake"), 1);
 }
+
+/// The knowledge items of `home`'s search for `q` in project `api`: (status, pinned) of each.
+fn knowledge_found(home: &Home, q: &str) -> Vec<(String, bool)> {
+    ok_json(home, &["search", q, "--project", "api", "--json"])["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["kind"] == "knowledge")
+        .map(|i| {
+            let k = &i["knowledge"];
+            (
+                k["status"].as_str().unwrap_or_default().to_string(),
+                k["is_pinned"].as_bool().unwrap_or(false),
+            )
+        })
+        .collect()
+}
+
+/// Knowledge items of a shared project travel to the team by default, and so do their changes:
+/// A records a decision as a candidate; B (a teammate) finds it; A's promote and pin reach B, in
+/// order, applied once. An item of a project that is not shared stays with A's own devices.
+#[test]
+fn knowledge_items_and_their_changes_reach_the_team() {
+    let Some(pg) = Postgres::start() else { return };
+    let a = Home::new("stka");
+    let b = Home::new("stkb");
+    let (_da, _db) = (a.start(), b.start());
+    enable(&a, &pg);
+    enable(&b, &pg);
+    ok_json(&a, &["team", "create", "acme", "--json"]);
+    ok_json(&a, &["team", "add", "acme", &identity(&b), "--json"]);
+    ok_json(&b, &["team", "join", "acme", "--json"]);
+    ok_json(&a, &["share", "api", "--team", "acme", "--json"]);
+    let add = |project: &str, title: &str| {
+        ok_json(
+            &a,
+            &[
+                "knowledge",
+                "add",
+                "--kind",
+                "decision",
+                "--title",
+                title,
+                "--reason",
+                "offset pagination skipped rows under concurrent inserts",
+                "--status",
+                "candidate",
+                "--project",
+                project,
+                "--json",
+            ],
+        )["item"]["id"]
+            .as_i64()
+            .unwrap()
+    };
+    let id = add("api", "Invoices page by keyset cursor");
+    add("private-proj", "Ledger pages by keyset cursor");
+    ok_json(&a, &["sync", "now", "--json"]);
+    wait_until("B finds the shared decision", CONVERGE, || {
+        knowledge_found(&b, "keyset cursor") == [("candidate".to_string(), false)]
+    });
+    assert_eq!(
+        b.count("SELECT COUNT(*) FROM knowledge WHERE project = 'private-proj'"),
+        0,
+        "an unshared project's item reached the team"
+    );
+
+    // Its governance follows: promoted, then pinned, on A.
+    let sid = id.to_string();
+    ok_json(
+        &a,
+        &[
+            "knowledge",
+            "promote",
+            &sid,
+            "--reason",
+            "reviewed",
+            "--json",
+        ],
+    );
+    ok_json(&a, &["knowledge", "pin", &sid, "--json"]);
+    ok_json(&a, &["sync", "now", "--json"]);
+    wait_until("B sees it promoted and pinned", CONVERGE, || {
+        knowledge_found(&b, "keyset cursor") == [("active".to_string(), true)]
+    });
+    // Applied once, with the trail: created, promoted, pinned.
+    let trail: Vec<String> = b
+        .db()
+        .prepare(
+            "SELECT a.action FROM knowledge_audit a JOIN knowledge k ON k.id = a.knowledge_id
+              WHERE k.project = 'api' ORDER BY a.id",
+        )
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(trail, ["created", "promoted", "pinned"]);
+    // Nothing of it in plaintext on the server.
+    let dump = String::from_utf8_lossy(&pg.dump()).to_string();
+    assert!(!dump.contains("keyset"), "plaintext on the server");
+}

@@ -196,17 +196,23 @@ static ROUTES: RwLock<Option<Routes>> = RwLock::new(None);
 
 /// Whether `ev` goes to the personal space, and to which team spaces.
 fn route(ev: &Prepared) -> (bool, Vec<String>) {
+    route_project(&ev.project.name, |x| x.allows(&ev.record))
+}
+
+/// Whether `project`'s events go to the personal space, and to which of the team spaces it is
+/// shared with (those whose share `carries`).
+fn route_project(project: &str, carries: impl Fn(&Extra) -> bool) -> (bool, Vec<String>) {
     let routes = ROUTES.read().unwrap_or_else(|p| p.into_inner());
     let Some(r) = routes.as_ref() else {
         return (true, Vec::new());
     };
-    let personal = !r.excluded.contains(&ev.project.name);
+    let personal = !r.excluded.contains(project);
     let teams = r
         .shares
-        .get(&ev.project.name)
+        .get(project)
         .map(|v| {
             v.iter()
-                .filter(|(_, x)| x.allows(&ev.record))
+                .filter(|(_, x)| carries(x))
                 .map(|(s, _)| s.clone())
                 .collect()
         })
@@ -214,7 +220,35 @@ fn route(ev: &Prepared) -> (bool, Vec<String>) {
     (personal, teams)
 }
 
-/// A new random id `PREFIX-<32 hex digits>` (a tombstone's), as
+/// Whether `project`'s events go to the personal space (it is not excluded).
+pub fn carries_personal(project: &str) -> bool {
+    route_project(project, |_| false).0
+}
+
+/// Log a knowledge event of `project` (`crate::knowledge`: an item written, a change of one)
+/// in the caller's transaction: for the personal space unless the project is excluded, and for
+/// every team space it is shared with (knowledge items travel to a team by default).
+pub fn append_knowledge(
+    conn: &Connection,
+    project: &str,
+    ev: super::envelope::KnowledgeEvent,
+) -> rusqlite::Result<()> {
+    if !ENABLED.load(Ordering::Relaxed) {
+        return Ok(());
+    }
+    let (personal, teams) = route_project(project, |_| true);
+    let id = random_id("knowledge")?;
+    let bytes = Envelope::knowledge(id.clone(), project, ev).to_bytes();
+    if personal {
+        append_to(conn, &Stream::Personal, &id, &bytes)?;
+    }
+    for space in teams {
+        append_to(conn, &Stream::Team(space), &id, &bytes)?;
+    }
+    Ok(())
+}
+
+/// A new random id `PREFIX-<32 hex digits>` (a tombstone's, a knowledge event's or item's), as
 /// a SQLite error if the system's randomness fails, for the writer's transactions.
 pub fn random_id(prefix: &str) -> rusqlite::Result<String> {
     let id = super::crypto::random_id().map_err(|e| {
@@ -392,10 +426,14 @@ pub fn cursors(conn: &Connection, space: &str) -> rusqlite::Result<HashMap<Strin
     rows.collect()
 }
 
-/// What a pull applies: an event, or a tombstone (its own id, the ids it forgets, why).
+/// What a pull applies: an event, a tombstone (its own id, the ids it forgets, why), or a
+/// knowledge event.
 pub enum Inbound {
     Event(Prepared),
     Tombstone(Envelope),
+    Knowledge(Envelope),
+    /// An edit, with the rewritten event of a rewrite (through this device's redactor).
+    Edit(Box<Envelope>, Option<Prepared>),
 }
 
 /// Store events pulled from `device` (in sequence order) and move its cursor to `through`, in
@@ -426,24 +464,38 @@ pub fn apply_inbound(
                 let Some(env) = Envelope::of(ev) else {
                     continue;
                 };
-                (ev.event_id.as_str(), env.to_bytes())
+                (ev.event_id.as_str(), Some(env.to_bytes()))
             }
             Inbound::Tombstone(env) => {
                 let t = env.tombstone.as_ref().expect("a tombstone");
                 let from = team.then_some(device);
                 super::tombstone::forget_here(&tx, &t.forget, &t.reason, from)?;
-                (env.event_id.as_str(), env.to_bytes())
+                (env.event_id.as_str(), Some(env.to_bytes()))
+            }
+            Inbound::Edit(env, rewrite) => {
+                let e = env.edit.as_ref().expect("an edit");
+                super::edit::apply(&tx, e, rewrite.as_ref(), device, *seq, team)?;
+                // A rewrite's event is kept under its own id (`edit::apply`), not twice.
+                let keep = matches!(e, super::envelope::Edit::Pin { .. });
+                (env.event_id.as_str(), keep.then(|| env.to_bytes()))
+            }
+            Inbound::Knowledge(env) => {
+                let k = env.knowledge.as_ref().expect("a knowledge event");
+                crate::knowledge::apply_event(&tx, &env.project.name, k, nmem_proto::now_ms())?;
+                (env.event_id.as_str(), Some(env.to_bytes()))
             }
         };
         tx.prepare_cached(
             "INSERT OR IGNORE INTO sync_origin (event_id, device, seq) VALUES (?1, ?2, ?3)",
         )?
         .execute(params![event_id, device, seq])?;
-        tx.prepare_cached(
-            "INSERT OR IGNORE INTO sync_inbound (event_id, device, seq, envelope)
-             VALUES (?1, ?2, ?3, ?4)",
-        )?
-        .execute(params![event_id, device, seq, envelope])?;
+        if let Some(envelope) = envelope {
+            tx.prepare_cached(
+                "INSERT OR IGNORE INTO sync_inbound (event_id, device, seq, envelope)
+                 VALUES (?1, ?2, ?3, ?4)",
+            )?
+            .execute(params![event_id, device, seq, envelope])?;
+        }
     }
     tx.execute(
         "INSERT INTO sync_cursors (space, device, seq) VALUES (?1, ?2, ?3)

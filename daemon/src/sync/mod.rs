@@ -9,6 +9,7 @@
 //! * [`space`]: one space's push and pull (the personal space's and each team space's).
 //! * [`team`]: team spaces (member keys, rotation), `share`, `exclude` and their rounds.
 //! * [`tombstone`]: forgets (purge, `redact --apply`) as events; owners null their ciphertext.
+//! * [`edit`]: pins and `redact --apply` rewrites as events.
 //! * [`quarantine`]: the uploader's re-check against the current redaction rules.
 //! * [`verify`]: `nmem sync verify`, the server's streams against this home's.
 //! * [`rebuild`]: `nmem rebuild`, the projections regenerated from the event log.
@@ -18,6 +19,7 @@
 //! on request, and the commands' handlers.
 
 pub mod crypto;
+pub mod edit;
 pub mod envelope;
 pub mod log;
 pub mod quarantine;

@@ -26,11 +26,21 @@ const SUFFIX: &str = "#quarantined";
 
 /// Whether the current rules would change this envelope (an ordinary event only).
 pub fn hits(redactor: &Redactor, envelope: &[u8]) -> bool {
-    let Ok(env) = Envelope::from_bytes(envelope) else {
+    let Ok(mut env) = Envelope::from_bytes(envelope) else {
         return false;
     };
     if env.tombstone.is_some() {
         return false;
+    }
+    if let Some(k) = env.knowledge.as_mut() {
+        return super::envelope::redact_knowledge(redactor, k) > 0;
+    }
+    match env.edit {
+        Some(super::envelope::Edit::Rewrite { envelope }) => {
+            return hits(redactor, &envelope.to_bytes())
+        }
+        Some(super::envelope::Edit::Pin { .. }) => return false,
+        None => {}
     }
     let Ok(mut ev) = env.into_prepared() else {
         return false;

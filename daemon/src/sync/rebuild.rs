@@ -46,7 +46,8 @@ pub fn run(conn: &mut Connection) -> rusqlite::Result<Rebuilt> {
                 out.unreadable += 1;
                 continue;
             };
-            if env.tombstone.is_some() {
+            // Tombstones and knowledge events store no row of their own.
+            if !env.is_record() {
                 continue;
             }
             out.events += 1;

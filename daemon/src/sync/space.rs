@@ -273,9 +273,26 @@ pub async fn pull(
                 let plain = key
                     .open(&place, &sealed)
                     .map_err(|e| stopped(e.to_string()))?;
-                let env = envelope::Envelope::from_bytes(&plain).map_err(stopped)?;
+                let mut env = envelope::Envelope::from_bytes(&plain).map_err(stopped)?;
                 if env.tombstone.is_some() {
                     events.push((r.seq, log::Inbound::Tombstone(env)));
+                    continue;
+                }
+                if let Some(edit) = &env.edit {
+                    let rewrite = match edit {
+                        envelope::Edit::Rewrite { envelope } => {
+                            let mut ev = (**envelope).clone().into_prepared().map_err(stopped)?;
+                            app.ingest.redactor.apply(&mut ev).then_some(ev)
+                        }
+                        envelope::Edit::Pin { .. } => None,
+                    };
+                    events.push((r.seq, log::Inbound::Edit(Box::new(env), rewrite)));
+                    continue;
+                }
+                if let Some(k) = env.knowledge.as_mut() {
+                    // This device's redactor over its text, as over an event's.
+                    envelope::redact_knowledge(&app.ingest.redactor, k);
+                    events.push((r.seq, log::Inbound::Knowledge(env)));
                     continue;
                 }
                 let mut ev = env.into_prepared().map_err(stopped)?;
@@ -287,10 +304,13 @@ pub async fn pull(
             if through > cursor {
                 let (space, dev, team) = (sp.id.clone(), device.clone(), !sp.is_personal());
                 let n = events.len() as u64;
-                // A batch that forgets rows deletes them so that they cannot be read back.
-                let forgets = events
-                    .iter()
-                    .any(|e| matches!(e.1, log::Inbound::Tombstone(_)));
+                // A batch that forgets or rewrites rows scrubs the old values from the file.
+                let forgets = events.iter().any(|e| {
+                    matches!(
+                        e.1,
+                        log::Inbound::Tombstone(_) | log::Inbound::Edit(_, Some(_))
+                    )
+                });
                 app.writer
                     .exec(move |c| {
                         let apply = |c: &mut rusqlite::Connection| {
