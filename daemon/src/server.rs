@@ -259,14 +259,17 @@ pub async fn pin(
     }
     app.writer
         .exec(move |c| {
-            let changed = c.execute(
+            let tx = c.transaction()?;
+            let changed = tx.execute(
                 "UPDATE observations SET is_pinned = ?2 WHERE id = ?1",
                 rusqlite::params![id, pinned as i64],
             )?;
-            match changed {
-                0 => Err(WriteError::NotFound(format!("no observation has id {id}"))),
-                _ => Ok(()),
+            if changed == 0 {
+                return Err(WriteError::NotFound(format!("no observation has id {id}")));
             }
+            // Its other devices (and a team it was shared with) pin it too.
+            crate::sync::edit::pinned(&tx, id, pinned)?;
+            Ok(tx.commit()?)
         })
         .await?;
     Ok(Json(req))

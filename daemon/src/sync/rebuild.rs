@@ -165,7 +165,8 @@ fn restore(tx: &Connection, l: Logged, out: &mut Rebuilt) -> rusqlite::Result<bo
         out.unreadable += 1;
         return Ok(false);
     };
-    if env.tombstone.is_some() {
+    // Tombstones and knowledge events store no row of their own.
+    if !env.is_record() {
         return Ok(false);
     }
     out.events += 1;
