@@ -117,6 +117,20 @@ pub fn fill_synthetic(db: &Path, model: &nmem_embed::model::ModelInfo) -> anyhow
     Ok(n)
 }
 
+/// The bytes the vector tables take (their pages, as `dbstat` counts them) and the
+/// observations stored.
+pub fn vector_bytes(db: &Path) -> anyhow::Result<(u64, u64)> {
+    let c = rusqlite::Connection::open(db)?;
+    let bytes: i64 = c.query_row(
+        "SELECT COALESCE(SUM(pgsize), 0) FROM dbstat
+          WHERE name IN ('obs_vectors', 'prompt_vectors')",
+        [],
+        |r| r.get(0),
+    )?;
+    let observations: i64 = c.query_row("SELECT COUNT(*) FROM observations", [], |r| r.get(0))?;
+    Ok((bytes as u64, observations as u64))
+}
+
 fn rss_mb(pid: u32) -> (f64, f64) {
     let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     let field = |name: &str| {

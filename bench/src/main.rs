@@ -915,10 +915,12 @@ fn at_scale(
             daemon.stop()?;
         }
         let vectors = hybrid::fill_synthetic(&home.join("nmem.db"), &info)?;
-        let with = std::fs::metadata(home.join("nmem.db"))?.len();
-        let added = with.saturating_sub(bytes) as f64 / s.observations.max(1) as f64;
+        // The vector tables' own pages, per observation then stored: the backfill's ingest above
+        // added rows since `bytes` was read, so the file's growth would count their text too.
+        let (vector_bytes, observations) = hybrid::vector_bytes(&home.join("nmem.db"))?;
+        let added = vector_bytes as f64 / observations.max(1) as f64;
         println!(
-            "{:<48} {:>10.0} bytes per observation  ({vectors} synthetic vectors of {}, deterministic; queries embedded for real)",
+            "{:<48} {:>10.0} bytes per observation  ({vectors} synthetic vectors of {} for {observations} observations and their prompts, deterministic; queries embedded for real)",
             format!("vectors add [{tag}]"),
             added,
             info.id

@@ -3,7 +3,7 @@
 //! The model (all-MiniLM-L6-v2: BERT, 384 dimensions, mean pooling, L2-normalised, as
 //! sentence-transformers computes it) never runs inside `nmemd`, whose memory budget is 64 MB: it
 //! runs in a child process, the `nmem-embed` binary (candle, fp32) or `nmem-embed-onnx` (crate
-//! embed-onnx: int8 on ONNX Runtime, the default engine), which `nmemd` starts when it needs
+//! embed-onnx: ONNX Runtime, fp32 or int8 graph, the default engine), which `nmemd` starts when it needs
 //! vectors and stops when idle. This crate is both sides of that split:
 //!
 //! * [`protocol`]: the line protocol between `nmemd` and the child, and [`EmbedChild`], the
@@ -15,7 +15,7 @@
 //!   the `nmem-embed` binary links.
 //! * `tokenize` and `child` (feature `tokenize`, which `engine` includes): the WordPiece tokenizer
 //!   and the child's side of the protocol (serve, `--embed`, `--bench`), shared by `nmem-embed`
-//!   and `nmem-embed-onnx` (crate embed-onnx, ONNX Runtime, int8), which differ only in the model.
+//!   and `nmem-embed-onnx` (crate embed-onnx, ONNX Runtime), which differ only in the engine.
 //!
 //! Without the `engine` feature the crate needs std, libc, serde_json, sha2 and zip (inflate
 //! only), so `nmemd` and `nmemctl` link it cheaply.

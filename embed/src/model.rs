@@ -27,8 +27,7 @@
 //!   valid model. A file is cleaner than a setting: it moves with the models root and is
 //!   removed with the model it names.
 //! * "Valid" means a readable manifest naming the folder and the three files present; hashing
-//!   90 MB is left to [`verify`], which callers run when they choose to (e.g. `nmemctl model
-//!   list --verify`).
+//!   90 MB is left to [`verify`], which callers run when they choose to.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};

@@ -263,7 +263,8 @@ pub struct RetrievalSource {
     pub source: String,
     /// 1-based rank within that source.
     pub rank: u32,
-    /// Lexical: `all_words`, `meaningful_words` or `any_word` (looser tiers count less);
+    /// Lexical: `all_words`, `meaningful_words`, `most_words` (all meaningful words but one) or
+    /// `any_word` (looser tiers count less);
     /// context: `meaning` when its prompt was found by meaning.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tier: Option<String>,

@@ -299,7 +299,7 @@ pub struct Status {
 pub struct Embedding {
     /// The active model's id (`all-MiniLM-L6-v2`), or null when none is installed.
     pub model: Option<String>,
-    /// Rows (observations and prompts) with a vector of that model.
+    /// Rows (observations, prompts and document chunks) with a vector of that model.
     pub embedded: u64,
     /// Rows waiting to be embedded.
     pub pending: u64,

@@ -446,3 +446,118 @@ fn document_chunks_are_found_by_meaning_and_their_vectors_go_with_them() {
     assert_eq!(home.count("SELECT COUNT(*) FROM doc_chunks"), 0);
     assert_eq!(home.count("SELECT COUNT(*) FROM doc_vectors"), 0);
 }
+
+/// A row holds one vector: a second model's backfill replaces the first's. When the first model
+/// is active again (the second removed), the rows whose vector the second replaced are embedded
+/// again with it, and those still holding its vector are not.
+#[test]
+fn a_model_active_again_after_another_embeds_the_rows_the_other_replaced() {
+    if std::process::Command::new("python3")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        nmem_e2e::skip_unless_required("python3 runs the test embedder and is not installed");
+        return;
+    }
+    let home = Home::new("hymodels");
+    let embedder = fixtures().join("embedder/concepts.py");
+    let _d = home.start_with(|c| {
+        c.env("NMEM_EMBED_BIN", &embedder);
+    });
+    for (n, cmd) in [
+        "cargo build",
+        "npm run lint",
+        "pg_dump staging",
+        "make test",
+    ]
+    .iter()
+    .enumerate()
+    {
+        assert!(home
+            .record("claude-code", &bash(n, cmd, "ok"))
+            .status
+            .success());
+    }
+    let rows = home.count("SELECT COUNT(*) FROM observations");
+    assert!(rows >= 4);
+    // Vectors of the active model, and what status says is left.
+    let active_vectors = || {
+        home.count(
+            "SELECT COUNT(*) FROM obs_vectors v JOIN embed_models m ON m.id = v.model \
+             WHERE m.active = 1",
+        )
+    };
+    let status = || {
+        json_of(
+            home.cmd("nmemctl")
+                .args(["status", "--json"])
+                .output()
+                .unwrap(),
+        )
+    };
+    let import = |dir: &std::path::Path| {
+        let out = home
+            .cmd("nmemctl")
+            .args(["model", "import"])
+            .arg(dir)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        status()["embedding"]["model"].as_str().unwrap().to_string()
+    };
+    let tiny = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../embed/testdata/tiny-bert");
+    let first = import(&tiny);
+    wait_until(
+        "the first model to embed every row",
+        Duration::from_secs(60),
+        || active_vectors() == rows,
+    );
+    // Another model: the same files with one weight changed (so another id).
+    let other = home.dir.join("other-model");
+    std::fs::create_dir_all(&other).unwrap();
+    for f in ["config.json", "tokenizer.json", "model.safetensors"] {
+        std::fs::copy(tiny.join(f), other.join(f)).unwrap();
+    }
+    let weights = other.join("model.safetensors");
+    let mut bytes = std::fs::read(&weights).unwrap();
+    let header = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+    bytes[8 + header] ^= 1; // the first weight's lowest mantissa bit
+    std::fs::write(&weights, bytes).unwrap();
+    let second = import(&other);
+    assert_ne!(first, second);
+    wait_until(
+        "the second model to embed every row",
+        Duration::from_secs(60),
+        || active_vectors() == rows,
+    );
+    assert_eq!(
+        home.count(&format!(
+            "SELECT COUNT(*) FROM obs_vectors v JOIN embed_models m ON m.id = v.model \
+             WHERE m.name = '{first}'"
+        )),
+        0,
+        "the second model's vectors replaced the first's"
+    );
+    // The second goes: the first is active again, and embeds every row again.
+    let rm = home
+        .cmd("nmemctl")
+        .args(["model", "remove", &second])
+        .output()
+        .unwrap();
+    assert!(
+        rm.status.success(),
+        "{}",
+        String::from_utf8_lossy(&rm.stderr)
+    );
+    assert_eq!(status()["embedding"]["model"], first.as_str());
+    wait_until(
+        "the first model to embed again the rows the second replaced",
+        Duration::from_secs(60),
+        || active_vectors() == rows && status()["embedding"]["pending"] == 0,
+    );
+}

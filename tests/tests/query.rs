@@ -121,6 +121,16 @@ fn search_finds_paths_words_and_prompts_in_the_current_project() {
         String::from_utf8_lossy(&bad.stderr).contains("not valid FTS5: unterminated string"),
         "{bad:?}"
     );
+    // Quotes in pasted error text (with punctuation no query means) are words, not syntax.
+    let pasted = f.search(&["error TS2339: Property \"windowMs\" does not exist"]);
+    assert!(
+        pasted
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|h| h["obs_type"] == "command_error"),
+        "{pasted}"
+    );
     // Filters: type, project, all projects; no results is not an error.
     let errs = f.search(&["tsc", "--type", "command_error"]);
     assert_eq!(errs.as_array().unwrap().len(), 1);

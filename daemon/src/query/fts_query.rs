@@ -1,7 +1,9 @@
 //! From what a person (or an agent) types to FTS5 queries.
 //!
-//! Text that uses FTS syntax on purpose (`AND`/`OR`/`NOT`/`NEAR(`, a `"` anywhere, `prefix*`) goes
-//! to FTS5 as written; if FTS5 rejects it, the caller reports SQLite's message. Everything else is
+//! Text that uses FTS syntax on purpose (`AND`/`OR`/`NOT`/`NEAR(`, a `"`, `prefix*`, and outside
+//! its strings nothing but what FTS5's syntax is made of) goes to FTS5 as written; if FTS5 rejects
+//! it, the caller reports SQLite's message. Quotes in a pasted traceback or error message
+//! (`File "x.py", line 3`, `KeyError: "id"`) do not make it syntax. Everything else is
 //! plain text, whatever punctuation it holds (`df.to_parquet() ArrowInvalid`, `src/ledger.ts:42`,
 //! `x::y`, `C++`): each term is quoted, so the tokenizer splits it exactly as it split the stored
 //! text. A `camelCase` term also matches its parts (`invoiceTotal` ↔ "invoice total"), which the
@@ -264,18 +266,73 @@ pub fn is_stopword(term: &str) -> bool {
 /// FTS syntax used on purpose: a quote, an operator word in capitals, `NEAR(`, or `word*`.
 /// Parentheses, dots and colons alone are incidental (code, paths, stack traces).
 fn uses_syntax(text: &str) -> bool {
-    if text.contains('"') {
-        return true;
+    let operators = text.contains('"')
+        || text.split_whitespace().any(|w| {
+            matches!(w, "AND" | "OR" | "NOT")
+                || w.starts_with("NEAR(")
+                || (w.ends_with('*')
+                    && w.len() > 1
+                    && w[..w.len() - 1]
+                        .chars()
+                        .all(|c| c.is_alphanumeric() || c == '_'))
+        });
+    operators && only_syntax_outside_strings(text)
+}
+
+/// Whether, outside its quoted strings, `text` holds only what FTS5's syntax is made of: words,
+/// parentheses, `*`, `^`, `+`, a column filter on one of the indexed columns (`content:`,
+/// `terms:`) and, inside `NEAR(...)`, a comma. A pasted traceback (`File "x.py", line 3, in
+/// <module>`) or error (`KeyError: "customer_id"`) has quotes but also punctuation no query
+/// means: it is text to search as words, not a query to pass through. An unterminated string
+/// (`"unbalanced`) holds nothing outside it: syntax, and FTS5's error is the caller's answer.
+fn only_syntax_outside_strings(text: &str) -> bool {
+    const COLUMNS: &[&str] = &["content", "terms"];
+    let near = text.contains("NEAR(");
+    let mut chars = text.chars().peekable();
+    let mut word = String::new();
+    let mut in_word = false;
+    while let Some(c) = chars.next() {
+        if c == '"' {
+            // A string runs to the next lone quote (`""` is a quote inside it).
+            loop {
+                match chars.next() {
+                    None => return true,
+                    Some('"') if chars.peek() == Some(&'"') => {
+                        chars.next();
+                    }
+                    Some('"') => break,
+                    Some(_) => {}
+                }
+            }
+            word.clear();
+            in_word = false;
+            continue;
+        }
+        let ok = c.is_alphanumeric()
+            || c == '_'
+            || c.is_whitespace()
+            || !c.is_ascii()
+            || matches!(c, '(' | ')' | '*' | '^' | '+')
+            || (c == ',' && near)
+            || (c == ':' && COLUMNS.contains(&word.as_str()));
+        if !ok {
+            return false;
+        }
+        // `word`: the word being read, or the last one (a filter may be `content :`).
+        if c.is_alphanumeric() || c == '_' {
+            if !in_word {
+                word.clear();
+            }
+            in_word = true;
+            word.push(c);
+        } else {
+            in_word = false;
+            if !c.is_whitespace() {
+                word.clear();
+            }
+        }
     }
-    text.split_whitespace().any(|w| {
-        matches!(w, "AND" | "OR" | "NOT")
-            || w.starts_with("NEAR(")
-            || (w.ends_with('*')
-                && w.len() > 1
-                && w[..w.len() - 1]
-                    .chars()
-                    .all(|c| c.is_alphanumeric() || c == '_'))
-    })
+    true
 }
 
 #[cfg(test)]
@@ -299,6 +356,15 @@ mod tests {
         assert_eq!(strict("or and not"), "\"or\" \"and\" \"not\"");
         assert_eq!(strict("C++"), "\"C\"");
         assert!(plan("\"unbalanced").syntax);
+        // Deliberate syntax stays syntax: phrases among words, column filters, NEAR.
+        assert!(plan("error \"connection refused\" pg").syntax);
+        assert!(plan("content: \"retry budget\"").syntax);
+        assert!(plan("NEAR(\"retry\" budget, 5)").syntax);
+        assert!(plan("paginat* OR cursor").syntax);
+        assert!(plan("\"say \"\"hi\"\"\" AND x").syntax);
+        // Operators with punctuation no query means: words.
+        assert!(!plan("git log --oneline OR git show").syntax);
+        assert!(!plan("title: \"x\"").syntax);
     }
 
     #[test]
@@ -354,8 +420,12 @@ mod tests {
 
     #[test]
     fn a_long_text_keeps_its_most_useful_terms() {
-        let trace = "Traceback (most recent call last): File \"x\" line 3 in run";
-        assert!(plan(trace).syntax, "a quote makes it FTS syntax");
+        // Quotes in pasted text with punctuation no query means: words, not syntax.
+        let trace = "Traceback (most recent call last): File \"x.py\", line 3, in <module>";
+        let p = plan(trace);
+        assert!(!p.syntax);
+        assert!(p.terms.contains(&"x.py".to_string()), "{p:?}");
+        assert!(!plan("KeyError: \"customer_id\"").syntax);
         let pasted = "so when I run the nightly job it now fails after the upgrade and the log \
                       says something about the writer and pyarrow.lib.ArrowInvalid in \
                       export_orders while the other tasks finish fine every night as before";

@@ -1476,6 +1476,9 @@ pub fn is_fts_syntax(e: &rusqlite::Error) -> bool {
         || msg.contains("syntax error")
         || msg.contains("malformed MATCH")
         || msg.contains("unterminated")
+        // A column filter naming a column the table does not have (`terms:` on a table
+        // without it): the query's to fix too.
+        || msg.contains("no such column")
 }
 
 #[cfg(test)]

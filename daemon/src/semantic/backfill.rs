@@ -107,7 +107,11 @@ fn run(app: Arc<App>, rt: tokio::runtime::Handle) {
     let sem: &Semantic = &app.semantic;
     let mut failures = 0u32;
     while !sem.stopping() {
-        let Some(active) = sem.active().filter(|_| sem.bin.is_some()) else {
+        // Either engine embeds (an install may have only `nmem-embed-onnx`).
+        let Some(active) = sem
+            .active()
+            .filter(|_| sem.bin.is_some() || sem.onnx_bin.is_some())
+        else {
             sem.wait(Duration::from_secs(5));
             continue;
         };
@@ -118,6 +122,7 @@ fn run(app: Arc<App>, rt: tokio::runtime::Handle) {
             std::thread::sleep(Duration::from_millis(INGEST_QUIET_MS));
             continue;
         }
+        let model = active.db_id;
         let batch = match app
             .readers
             .run_blocking(move |c| next_batch(c, &active, BATCH))
@@ -134,6 +139,18 @@ fn run(app: Arc<App>, rt: tokio::runtime::Handle) {
             sem.wait(Duration::from_secs(2));
             continue;
         };
+        if batch.rows.is_empty() {
+            // Only a watermark to move: nothing to embed.
+            let res = rt.block_on(
+                app.writer
+                    .exec(move |c| Ok(store(c, model, &batch, &[], &[])?)),
+            );
+            if let Err(e) = res {
+                tracing::warn!("embedding: moving the watermark failed (retried later): {e}");
+                sem.wait(Duration::from_secs(5));
+            }
+            continue;
+        }
         let texts: Vec<String> = batch
             .rows
             .iter()
@@ -209,9 +226,11 @@ fn next_batch(c: &Connection, active: &Active, n: usize) -> rusqlite::Result<Opt
     }
     let rows = |sql: &str, a: i64| -> rusqlite::Result<Vec<(i64, String, String)>> {
         let mut stmt = c.prepare_cached(sql)?;
-        let r = stmt.query_map(params![a, n as i64], |r| {
-            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
-        })?;
+        // ?3 (the model) is bound only where the statement names it.
+        let (n, model) = (n as i64, active.db_id);
+        let mut p = params![a, n, model].to_vec();
+        p.truncate(stmt.parameter_count());
+        let r = stmt.query_map(&p[..], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
         r.collect()
     };
     for &(table, hi, _) in &marks {
@@ -245,9 +264,14 @@ fn next_batch(c: &Connection, active: &Active, n: usize) -> rusqlite::Result<Opt
     }
     for &(table, _, lo) in &marks {
         let got = rows(
+            // Rows already holding this model's vector are skipped (a model activated again
+            // after another: see `register`).
             &format!(
-                "{} WHERE t.id <= ?1 ORDER BY t.id DESC LIMIT ?2",
-                table.select()
+                "{} WHERE t.id <= ?1 AND NOT EXISTS
+                   (SELECT 1 FROM {} v WHERE v.id = t.id AND v.model = ?3)
+                 ORDER BY t.id DESC LIMIT ?2",
+                table.select(),
+                table.vectors()
             ),
             lo,
         )?;
@@ -256,6 +280,15 @@ fn next_batch(c: &Connection, active: &Active, n: usize) -> rusqlite::Result<Opt
                 table,
                 rows: got,
                 advance: Advance::Low(first - 1),
+            }));
+        }
+        if lo > 0 {
+            // Every row below holds this model's vector: the watermark goes to the bottom
+            // (else each pass would walk them again).
+            return Ok(Some(Batch {
+                table,
+                rows: Vec::new(),
+                advance: Advance::Low(0),
             }));
         }
     }

@@ -8,9 +8,11 @@
 //!   shown by `nmemctl status`, and not retried until the model is activated again. No model, or
 //!   `[embed] enabled = false`: search is lexical, and its replies say so.
 //! * Vectors are made after commit, off the hook path, by a backfill thread ([`backfill`]): new
-//!   rows first, then the backlog newest first, then rows whose text changed (redaction). It
-//!   yields to ingest, and writes through the writer (single writer kept). Watermarks per model
-//!   (`embed_models`) say what is done; a new model re-embeds everything.
+//!   rows first, then rows whose text changed (redaction), then the backlog newest first;
+//!   observations, then prompts, then document chunks in each. It yields to ingest, and writes
+//!   through the writer (single writer kept). Watermarks per model (`embed_models`) say what is
+//!   done; a new model re-embeds everything, and a row holds one vector, so a model active again
+//!   after another checks every row again (those still holding its vector are skipped).
 //! * Vectors live in `nmem.db` as int8 with a scale; deleting a row deletes its vector (triggers).
 //!   A search scans compact binary codes of the project's vectors in memory ([`index`]), bounded
 //!   by an LRU of `[embed] cache_mb`, then rescores the best candidates with the int8 vectors.
@@ -441,6 +443,11 @@ impl Semantic {
 /// older is its backlog), or none. Returns its id (0 for none).
 fn register(c: &mut Connection, name: Option<&str>, dim: usize) -> rusqlite::Result<i64> {
     let tx = c.transaction()?;
+    let previous: Option<i64> = tx
+        .query_row("SELECT id FROM embed_models WHERE active = 1", [], |r| {
+            r.get(0)
+        })
+        .optional()?;
     tx.execute("UPDATE embed_models SET active = 0 WHERE active = 1", [])?;
     let Some(name) = name else {
         tx.commit()?;
@@ -452,6 +459,22 @@ fn register(c: &mut Connection, name: Option<&str>, dim: usize) -> rusqlite::Res
         })
         .optional()?;
     let id = match existing {
+        // Used before, and another model (or none) active since: a row holds one vector, so
+        // the other model's may have replaced this one's below the watermarks. Every row is
+        // checked again, newest first; those still holding this model's vector are skipped
+        // (the backlog's query), the others embedded.
+        Some(id) if previous != Some(id) => {
+            tx.execute(
+                "UPDATE embed_models SET
+                   obs_hi = o, obs_lo = o, prompts_hi = p, prompts_lo = p, docs_hi = d, docs_lo = d
+                 FROM (SELECT COALESCE((SELECT MAX(id) FROM observations), 0) AS o,
+                              COALESCE((SELECT MAX(id) FROM prompts), 0) AS p,
+                              COALESCE((SELECT MAX(id) FROM doc_chunks), 0) AS d)
+                 WHERE id = ?1",
+                [id],
+            )?;
+            id
+        }
         Some(id) => id,
         None => {
             tx.execute(

@@ -146,8 +146,8 @@ enum ModelAction {
         #[arg(long)]
         json: bool,
     },
-    /// Remove an imported model (its vectors go with it; search falls back to another model or
-    /// to words only).
+    /// Remove an imported model (search falls back to another model, whose backfill replaces
+    /// the removed one's vectors row by row, or to words only).
     Remove {
         /// The model id, as `nmemctl model list` shows it.
         id: String,
