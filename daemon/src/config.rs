@@ -115,6 +115,8 @@ pub struct SearchConfig {
     pub weight_any_word: f64,
     /// Weight of observations made under a prompt whose words match.
     pub weight_context: f64,
+    /// Weight of results whose session's title names the query's words (0: off).
+    pub weight_session_title: f64,
     /// Weight of results found by their meaning (embeddings).
     pub weight_semantic: f64,
     /// Weight of the identifier words (`parseInvoiceTotal` → parse invoice total) in BM25,
@@ -214,6 +216,7 @@ impl Default for SearchConfig {
             weight_meaningful_words: 0.5,
             weight_any_word: 0.2,
             weight_context: 0.5,
+            weight_session_title: 0.5,
             weight_semantic: 1.0,
             weight_identifiers: 0.5,
             context: true,

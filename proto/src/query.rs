@@ -265,7 +265,8 @@ pub struct RetrievalSource {
     pub rank: u32,
     /// Lexical: `all_words`, `meaningful_words`, `most_words` (all meaningful words but one) or
     /// `any_word` (looser tiers count less);
-    /// context: `meaning` when its prompt was found by meaning.
+    /// context: `meaning` when its prompt was found by meaning, `title` when its session's
+    /// title names the query's words.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tier: Option<String>,
     /// Semantic: the cosine similarity to the query.

@@ -346,3 +346,107 @@ fn a_project_search_finds_rows_recorded_after_its_first_search_and_only_its_own(
     got.sort();
     assert_eq!(got, want);
 }
+
+/// A session's title (Claude Code's `session_title`) names what the session was for: the rows
+/// of a session titled with the query's words rank above an equal word match of an untitled
+/// session, and say they were found through the title.
+#[test]
+fn a_sessions_title_votes_for_its_rows() {
+    let home = Home::new("q-title");
+    let _d = home.start();
+    let start = |session: &str, title: Option<&str>| {
+        let mut p = serde_json::json!({
+            "session_id": session,
+            "cwd": "/home/dev/projects/shop",
+            "hook_event_name": "SessionStart",
+            "source": "resume",
+        });
+        if let Some(t) = title {
+            p["session_title"] = t.into();
+        }
+        assert!(home
+            .record("claude-code", p.to_string().as_bytes())
+            .status
+            .success());
+    };
+    let bash = |session: &str, n: usize, command: &str| {
+        let p = serde_json::json!({
+            "session_id": session,
+            "cwd": "/home/dev/projects/shop",
+            "hook_event_name": "PostToolUse",
+            "tool_name": "Bash",
+            "tool_input": { "command": command },
+            "tool_response": { "stdout": "test result: ok. 2 passed", "stderr": "", "interrupted": false },
+            "tool_use_id": format!("toolu_title_{n}"),
+        });
+        assert!(home
+            .record("claude-code", p.to_string().as_bytes())
+            .status
+            .success());
+    };
+    // The titled session first (older) and with the longer row: words alone rank it second.
+    start("title-a", Some("Fix invoice cursor pagination"));
+    bash(
+        "title-a",
+        1,
+        "cargo test --test cursor_tests -- --nocapture --test-threads 1",
+    );
+    start("title-b", None);
+    bash("title-b", 2, "cargo nextest run cursor_tests");
+    let search = |q: &str| -> Value {
+        let out = home
+            .cmd("nmem")
+            .args([
+                "search",
+                q,
+                "--project",
+                "shop",
+                "--mode",
+                "lexical",
+                "--json",
+            ])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let first_command = |reply: &Value| -> String {
+        reply["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| h["content_preview"].as_str().unwrap_or("").to_string())
+            .find(|p| p.starts_with("cargo"))
+            .unwrap_or_default()
+    };
+    // Words alone (no title word in the query): the shorter, newer row first.
+    let plain = search("passed");
+    assert!(
+        first_command(&plain).starts_with("cargo nextest"),
+        "{plain}"
+    );
+    // The title names "invoice pagination": its session's row comes first, through it.
+    let titled = search("passed invoice paginate");
+    assert!(
+        first_command(&titled).starts_with("cargo test --test"),
+        "{titled}"
+    );
+    let item = titled["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| {
+            h["content_preview"]
+                .as_str()
+                .is_some_and(|p| p.starts_with("cargo test"))
+        })
+        .unwrap();
+    assert!(
+        item["retrieval_sources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["source"] == "context" && s["tier"] == "title"),
+        "{item}"
+    );
+}

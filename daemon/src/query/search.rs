@@ -25,6 +25,8 @@ use crate::semantic::{Availability, Bounded, Key, Nearest, Semantic};
 
 /// The tier of the context source whose prompts the semantic source found.
 const MEANING: &str = "meaning";
+/// The tier of the context source whose sessions' titles the query's words match.
+const TITLE: &str = "title";
 
 /// The semantic source's rows and their similarity to the query.
 type Near = Vec<(Key, f32)>;
@@ -36,7 +38,7 @@ use nmem_proto::query::{
     SearchRequest,
 };
 use rusqlite::types::Value as Sql;
-use rusqlite::Connection;
+use rusqlite::{Connection, OptionalExtension};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -557,6 +559,9 @@ impl Plan {
         for h in self.fetch(c, &missing)? {
             found.insert(key(&h), h);
         }
+        if let Some(titles) = self.session_titles(c, &lists, &found)? {
+            lists.push(titles);
+        }
         let mut hits = fuse_for(&self.cfg, self.kinds, lists, found);
         match self.order {
             OrderBy::Relevance => {}
@@ -569,6 +574,73 @@ impl Plan {
             .skip(self.offset as usize)
             .take(self.limit as usize)
             .collect())
+    }
+
+    /// The context of a session's title: the candidates whose session has a title (Claude
+    /// Code's `session_title`, e.g. "Fix invoice cursor pagination") naming the query's
+    /// meaningful words, most words named first, then in the order the other sources found
+    /// them. It only votes for rows already found (a title covers a whole session: carrying it
+    /// to every row of the session would flood the results), weighted like the prompts'
+    /// context (`weight_session_title`).
+    fn session_titles(
+        &self,
+        c: &Connection,
+        lists: &[Ranked],
+        found: &HashMap<Key, SearchHit>,
+    ) -> Result<Option<Ranked>, QueryError> {
+        if self.cfg.weight_session_title <= 0.0 || self.mode == SearchMode::Semantic {
+            return Ok(None);
+        }
+        let wanted: Vec<String> = self
+            .lex
+            .terms
+            .iter()
+            .filter(|t| !fts_query::is_stopword(t))
+            .flat_map(|t| title_words(t))
+            .collect();
+        if wanted.is_empty() {
+            return Ok(None);
+        }
+        let mut title = c
+            .prepare_cached(
+                "SELECT title FROM sessions WHERE id = ?1 AND title IS NOT NULL AND title != ''",
+            )
+            .map_err(fts_error)?;
+        // Each session's number of query words its title names (read once per session).
+        let mut named: HashMap<String, usize> = HashMap::new();
+        let mut order: Vec<(usize, usize, Key)> = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        for k in lists.iter().flat_map(|l| l.keys.iter()) {
+            let Some(h) = found.get(k).filter(|_| seen.insert(*k)) else {
+                continue;
+            };
+            let n = match named.get(&h.session_id) {
+                Some(n) => *n,
+                None => {
+                    let t: Option<String> = title
+                        .query_row([&h.session_id], |r| r.get(0))
+                        .optional()
+                        .map_err(fts_error)?;
+                    let words = t.map(|t| title_words(&t)).unwrap_or_default();
+                    let n = wanted
+                        .iter()
+                        .filter(|w| words.iter().any(|t| same_word(w, t)))
+                        .count();
+                    named.insert(h.session_id.clone(), n);
+                    n
+                }
+            };
+            if n > 0 {
+                order.push((n, order.len(), *k));
+            }
+        }
+        if order.is_empty() {
+            return Ok(None);
+        }
+        order.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        let mut list = Ranked::new("context", Some(TITLE), self.cfg.weight_session_title);
+        list.keys = order.into_iter().map(|(_, _, k)| k).collect();
+        Ok(Some(list))
     }
 
     fn wants_observations(&self) -> bool {
@@ -1469,6 +1541,31 @@ fn fts_error(e: rusqlite::Error) -> QueryError {
     }
 }
 
+/// The words of a title or a query term, lowercased, identifiers split (`cursorPagination`,
+/// `cursor_pagination` → cursor, pagination).
+fn title_words(text: &str) -> Vec<String> {
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .flat_map(|w| crate::store::terms::split_camel(w).unwrap_or_else(|| vec![w.to_lowercase()]))
+        .collect()
+}
+
+/// Two words are the same word: equal, or forms of one (both of 5 letters or more, the shorter
+/// without its last letters, up to 3 and keeping 5, begins the longer: `paginate` and
+/// `pagination`, `invoice` and `invoices`; not `cursor` and `cursed`).
+fn same_word(a: &str, b: &str) -> bool {
+    if a == b {
+        return true;
+    }
+    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    let (short, long) = if a.len() <= b.len() { (a, b) } else { (b, a) };
+    if short.len() < 5 {
+        return false;
+    }
+    let stem = short.len() - (short.len() - 5).min(3);
+    long.starts_with(&short[..stem])
+}
+
 /// Whether SQLite refused an FTS5 query's syntax (the user's to fix), not failed reading.
 pub fn is_fts_syntax(e: &rusqlite::Error) -> bool {
     let msg = e.to_string();
@@ -1484,6 +1581,21 @@ pub fn is_fts_syntax(e: &rusqlite::Error) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn title_words_are_the_same_in_their_forms() {
+        assert_eq!(
+            title_words("Fix invoiceCursor pagination_v2"),
+            ["fix", "invoice", "cursor", "pagination", "v2"]
+        );
+        assert!(same_word("paginate", "pagination"));
+        assert!(same_word("invoices", "invoice"));
+        assert!(same_word("fix", "fix"));
+        assert!(!same_word("cursor", "cursed"));
+        assert!(!same_word("fix", "fixes"), "short words must be equal");
+        assert!(!same_word("élan", "élans"));
+        assert!(same_word("überprüfung", "überprüfungen"));
+    }
 
     fn hit(id: i64) -> SearchHit {
         SearchHit {
