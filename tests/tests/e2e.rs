@@ -29,5 +29,6 @@ mod repo;
 mod service;
 mod sync;
 mod sync_ops;
+mod sync_origin;
 mod sync_team;
 mod viewer;
