@@ -38,10 +38,11 @@ Usage:
       embedding backfill rate on real rows (smallest scale), then at each scale synthetic vectors
       for every row and hybrid search with the real model embedding the queries, nmemd's and the
       embedder's RSS.
-  nmem-bench --ingest-only [--events N] [--rounds N]
-      only the two sustained-ingest lines (socket API, 8 connections; parallel `nmem record`),
-      each in a fresh daemon, N rounds (default 1): for A/B runs of the daemon's write path
-      (NMEM_BIN_DIR picks the binaries under test).
+  nmem-bench --ingest-only [--runs N] [--events N] [--rounds N]
+      only a lone client's round trip (--runs requests, one at a time) and the two
+      sustained-ingest lines (socket API, 8 connections, with nmemd's CPU and context switches
+      per event; parallel `nmem record`), each round in a fresh daemon, N rounds (default 1):
+      for A/B runs of the daemon's write path (NMEM_BIN_DIR picks the binaries under test).
   nmem-bench --search-only --corpus DIR [--model WHEEL_OR_DIR] [--home HOME] [--json PATH]
       only the search lines (lexical in every order, timeline, recent_context; with --model the
       synthetic vectors and hybrid search) on a copy of a --fill database, and their budgets: a
@@ -264,6 +265,13 @@ fn run() -> anyhow::Result<()> {
             let paths = nmem_proto::paths::Paths::under(&home);
             let daemon = start_daemon(&bins, &home)?;
             let mut report = Report::default();
+            // A lone event first: group commit must not make it wait.
+            let t_api = one_client(&paths.socket, runs, &AtomicUsize::new(1))?;
+            report.line(
+                "API round trip, one client (ack after commit)",
+                &t_api,
+                None,
+            );
             ingest_lines(
                 &bins,
                 &home,
@@ -322,25 +330,7 @@ fn run() -> anyhow::Result<()> {
         Some(&t_true_up),
     );
 
-    // One client, one request at a time: the daemon's share of the hook's latency.
-    let mut t_api = Vec::with_capacity(runs);
-    for _ in 0..runs {
-        let n = counter.fetch_add(1, Ordering::Relaxed);
-        let id = format!("single{n:024}");
-        let body = bash_payload(n);
-        let start = Instant::now();
-        let r = client::call(
-            &paths.socket,
-            "POST",
-            wire::PATH_EVENTS,
-            &[(wire::H_EVENT_ID, &id)],
-            &body,
-            Duration::from_secs(5),
-        )?;
-        t_api.push(start.elapsed());
-        anyhow::ensure!(r.status == 200, "HTTP {}", r.status);
-    }
-    t_api.sort();
+    let t_api = one_client(&paths.socket, runs, &counter)?;
     report.line(
         "API round trip, one client (ack after commit)",
         &t_api,
@@ -900,7 +890,7 @@ fn at_scale(
             let mut daemon = start_daemon(bins, home)?;
             // Ingest while the embedder has a backlog to work through (it yields to ingest).
             let events = 10_000;
-            let (rate, cpu) = api_ingest(&socket, events, 8, daemon.id())?;
+            let (rate, cpu, _) = api_ingest(&socket, events, 8, daemon.id())?;
             println!(
                 "{:<48} {:>10.0} events/s  (8 connections, {events} events, embedder active; {:.0} µs of nmemd CPU per event)",
                 format!("ingest, embedding backfill running [{tag}]"),
@@ -1372,6 +1362,30 @@ fn budgets(report: &Report, big: &str) {
     }
 }
 
+/// One client, one request at a time, each a new event: the daemon's share of a lone hook's
+/// latency (no process start), sorted.
+fn one_client(socket: &Path, runs: usize, counter: &AtomicUsize) -> anyhow::Result<Vec<Duration>> {
+    let mut t_api = Vec::with_capacity(runs);
+    for _ in 0..runs {
+        let n = counter.fetch_add(1, Ordering::Relaxed);
+        let id = format!("single{n:024}");
+        let body = bash_payload(n);
+        let start = Instant::now();
+        let r = client::call(
+            socket,
+            "POST",
+            wire::PATH_EVENTS,
+            &[(wire::H_EVENT_ID, &id)],
+            &body,
+            Duration::from_secs(5),
+        )?;
+        t_api.push(start.elapsed());
+        anyhow::ensure!(r.status == 200, "HTTP {}", r.status);
+    }
+    t_api.sort();
+    Ok(t_api)
+}
+
 /// The sustained-ingest lines: the socket API with 8 connections, then parallel `nmem record`.
 fn ingest_lines(
     bins: &Path,
@@ -1383,7 +1397,7 @@ fn ingest_lines(
 ) -> anyhow::Result<()> {
     // Sustained ingest over the socket API.
     let before = status(socket)?;
-    let (rate_api, cpu) = api_ingest(socket, events, 8, nmemd)?;
+    let (rate_api, cpu, switches) = api_ingest(socket, events, 8, nmemd)?;
     let after = status(socket)?;
     let commits = (after.commits - before.commits).max(1);
     let written = after.events_written - before.events_written;
@@ -1401,6 +1415,14 @@ fn ingest_lines(
         "  CPU",
         per_event(cpu.0),
         per_event(cpu.1),
+    );
+    // Each hand-off between nmemd's threads is a wake-up and a switch: the count per event says
+    // how many hand-offs an event costs.
+    println!(
+        "{:<48} {:>10.2} context switches of nmemd per event ({:.2} voluntary)",
+        "  thread switches",
+        switches.total() as f64 / events as f64,
+        switches.voluntary as f64 / events as f64,
     );
     println!(
         "{:<48} {:>10.0} events/s  (8 connections, {events} events, ack after commit)",
@@ -1473,6 +1495,54 @@ fn cpu_ns_of(pid: u32) -> Duration {
     Duration::from_nanos(ns)
 }
 
+/// Context switches of a process's threads so far.
+#[derive(Clone, Copy, Default)]
+struct Switches {
+    voluntary: u64,
+    involuntary: u64,
+}
+
+impl Switches {
+    fn total(self) -> u64 {
+        self.voluntary + self.involuntary
+    }
+
+    fn since(self, before: Switches) -> Switches {
+        Switches {
+            voluntary: self.voluntary.saturating_sub(before.voluntary),
+            involuntary: self.involuntary.saturating_sub(before.involuntary),
+        }
+    }
+}
+
+/// The context switches of a process's live threads so far, from each
+/// `/proc/<pid>/task/<tid>/status` (zero where there is no `/proc`). A thread that ended
+/// meanwhile takes its count with it: nmemd's threads live for the whole run (the blocking
+/// pool keeps an idle thread for 10 s).
+fn switches_of(pid: u32) -> Switches {
+    let mut sum = Switches::default();
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return sum;
+    };
+    for status in tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("status")).ok())
+    {
+        for line in status.lines() {
+            let field = |name: &str| {
+                line.strip_prefix(name)
+                    .and_then(|v| v.trim().parse::<u64>().ok())
+            };
+            if let Some(n) = field("voluntary_ctxt_switches:") {
+                sum.voluntary += n;
+            } else if let Some(n) = field("nonvoluntary_ctxt_switches:") {
+                sum.involuntary += n;
+            }
+        }
+    }
+    sum
+}
+
 /// The CPU time (user and system) a process has used so far, from `/proc` (zero elsewhere).
 fn cpu_of(pid: u32) -> Duration {
     let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
@@ -1517,13 +1587,14 @@ fn status(socket: &Path) -> anyhow::Result<wire::Status> {
     Ok(serde_json::from_slice(&r.body)?)
 }
 
-/// The rate, and the CPU time nmemd and this load generator spent while the clock ran.
+/// The rate, the CPU time nmemd and this load generator spent while the clock ran, and
+/// nmemd's context switches meanwhile.
 fn api_ingest(
     socket: &Path,
     events: usize,
     conns: usize,
     nmemd: u32,
-) -> anyhow::Result<(f64, (Duration, Duration))> {
+) -> anyhow::Result<(f64, (Duration, Duration), Switches)> {
     // Payloads are built before the clock starts: the figure is the daemon's, not serde_json's.
     let bodies: Vec<(String, Vec<u8>)> = (0..events)
         .map(|i| {
@@ -1533,6 +1604,7 @@ fn api_ingest(
         .collect();
     let next = AtomicUsize::new(0);
     let cpu_before = (cpu_of(nmemd), own_cpu());
+    let switches_before = switches_of(nmemd);
     let start = Instant::now();
     std::thread::scope(|s| -> anyhow::Result<()> {
         let handles: Vec<_> = (0..conns)
@@ -1566,7 +1638,7 @@ fn api_ingest(
         cpu_of(nmemd).saturating_sub(cpu_before.0),
         own_cpu().saturating_sub(cpu_before.1),
     );
-    Ok((rate, cpu))
+    Ok((rate, cpu, switches_of(nmemd).since(switches_before)))
 }
 
 fn process_ingest(bins: &Path, home: &Path, events: usize, procs: usize) -> anyhow::Result<f64> {

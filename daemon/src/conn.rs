@@ -13,6 +13,10 @@
 //!   without an end, gets 408 and the connection closes), up to [`Limits::max_body`], and only
 //!   once the request has room in a semaphore of bytes shared by all requests, so many large
 //!   bodies at once wait instead of adding up in memory.
+//! * **The hook's request** (`POST /v1/events`, one per tool call) is answered without the
+//!   router ([`record_direct`]): the same body bounds, handler, reply and version headers, less
+//!   axum's routing, middleware and extractors per event. Everything else goes through the
+//!   router.
 //! * **Shutdown**: connections finish their request (graceful) within a grace period, then are
 //!   dropped; the caller interrupts running queries first (`Readers::interrupt_all`).
 
@@ -207,6 +211,7 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 /// a grace period and drop the rest.
 pub async fn serve(
     listener: tokio::net::UnixListener,
+    app: Arc<crate::app::App>,
     router: axum::Router,
     limits: Arc<Limits>,
     shutdown: impl std::future::Future<Output = ()>,
@@ -254,6 +259,7 @@ pub async fn serve(
             builder.clone(),
             stop_rx.clone(),
         );
+        let (app, limits) = (app.clone(), limits.clone());
         tasks.spawn(async move {
             let svc_reg = reg2.clone();
             let svc = hyper::service::service_fn(
@@ -265,9 +271,13 @@ pub async fn serve(
                             .insert(crate::trace::Arrival { accepted, request });
                     }
                     let mut router = router.clone();
+                    let direct = is_record(&req).then(|| (app.clone(), limits.clone()));
                     async move {
                         use tower_service::Service;
-                        let res = router.call(req.map(Body::new)).await?;
+                        let res = match direct {
+                            Some((app, limits)) => record_direct(app, limits, req).await,
+                            None => router.call(req.map(Body::new)).await?,
+                        };
                         // The connection stays busy until the reply body is dropped.
                         Ok::<_, std::convert::Infallible>(res.map(move |b| {
                             Body::new(b.map_frame(move |f| {
@@ -323,13 +333,34 @@ fn too_large(max: usize) -> Response {
 /// Read the whole body under the limits (see the module doc), then hand the request on.
 pub async fn bound_body(State(lim): State<Arc<Limits>>, req: Request, next: Next) -> Response {
     let (parts, body) = req.into_parts();
-    let declared = parts
-        .headers
+    let (bytes, held) = match read_body(&lim, &parts.headers, body).await {
+        Ok(x) => x,
+        Err(res) => return res,
+    };
+    let large = bytes.len() >= 4 * 1024 * 1024;
+    let res = next
+        .run(Request::from_parts(parts, Body::from(bytes)))
+        .await;
+    drop(held);
+    if large {
+        release_memory();
+    }
+    res
+}
+
+/// The body read under the limits, and its share of the in-flight budget (held until the
+/// request is answered); or the error reply.
+async fn read_body(
+    lim: &Limits,
+    headers: &axum::http::HeaderMap,
+    body: Body,
+) -> Result<(Bytes, Option<tokio::sync::OwnedSemaphorePermit>), Response> {
+    let declared = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|n| n > lim.max_body as u64) {
-        return too_large(lim.max_body);
+        return Err(too_large(lim.max_body));
     }
     let read = async {
         // Room first: a declared length is reserved whole; a chunked body chunk by chunk.
@@ -389,11 +420,9 @@ pub async fn bound_body(State(lim): State<Arc<Limits>>, req: Request, next: Next
         }
         Ok::<_, Response>((Bytes::from(buf), held))
     };
-    let (bytes, held) = match tokio::time::timeout(lim.body_timeout, read).await {
-        Ok(Ok(x)) => x,
-        Ok(Err(res)) => return res,
-        Err(_) => {
-            return ApiError::new(
+    match tokio::time::timeout(lim.body_timeout, read).await {
+        Ok(r) => r,
+        Err(_) => Err(ApiError::new(
                 StatusCode::REQUEST_TIMEOUT,
                 code::BAD_REQUEST,
                 format!(
@@ -401,18 +430,49 @@ pub async fn bound_body(State(lim): State<Arc<Limits>>, req: Request, next: Next
                     lim.body_timeout.as_secs()
                 ),
             )
-            .into_response()
-        }
+            .into_response()),
+    }
+}
+
+/// `POST /v1/events` without the router: the hook's request, the one sent for every tool
+/// call, skips axum's routing, middleware and extractors (the same body limits through
+/// [`read_body`], the same handler, reply and headers as the routed endpoint).
+async fn record_direct(
+    app: Arc<crate::app::App>,
+    lim: Arc<Limits>,
+    req: hyper::Request<hyper::body::Incoming>,
+) -> Response {
+    let (parts, body) = req.into_parts();
+    let (bytes, held) = match read_body(&lim, &parts.headers, Body::new(body)).await {
+        Ok(x) => x,
+        Err(res) => return direct_reply(res).await,
     };
     let large = bytes.len() >= 4 * 1024 * 1024;
-    let res = next
-        .run(Request::from_parts(parts, Body::from(bytes)))
-        .await;
+    let arrival = parts.extensions.get::<crate::trace::Arrival>().copied();
+    let res = crate::server::record_request(&app, &parts.headers, bytes, arrival)
+        .await
+        .into_response();
     drop(held);
     if large {
         release_memory();
     }
+    direct_reply(res).await
+}
+
+/// What the router adds to every reply: the version headers, and its length (so a reply is
+/// not sent chunked).
+async fn direct_reply(res: Response) -> Response {
+    let mut res = crate::server::stamp_version(res).await;
+    if let Some(n) = axum::body::HttpBody::size_hint(res.body()).exact() {
+        res.headers_mut()
+            .insert(header::CONTENT_LENGTH, header::HeaderValue::from(n));
+    }
     res
+}
+
+/// Whether a request is the hook's `POST /v1/events`, answered by [`record_direct`].
+fn is_record(req: &hyper::Request<hyper::body::Incoming>) -> bool {
+    req.method() == axum::http::Method::POST && req.uri().path() == nmem_proto::wire::PATH_EVENTS
 }
 
 fn closing() -> Response {

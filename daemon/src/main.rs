@@ -275,8 +275,14 @@ fn run() -> anyhow::Result<()> {
         // The accept loop runs as a task on the workers, not on this thread: a connection's task
         // is then spawned onto the worker that accepted it and runs next there, instead of
         // waking a worker from this thread for every new connection (each hook's).
-        if let Err(e) =
-            tokio::spawn(nmem_daemon::conn::serve(listener, router, limits, stopping)).await
+        if let Err(e) = tokio::spawn(nmem_daemon::conn::serve(
+            listener,
+            app.clone(),
+            router,
+            limits,
+            stopping,
+        ))
+        .await
         {
             tracing::error!("the accept loop ended abnormally: {e}");
         }

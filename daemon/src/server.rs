@@ -70,7 +70,7 @@ pub fn router(app: Arc<App>, limits: Arc<crate::conn::Limits>) -> Router {
         .with_state(app)
 }
 
-async fn stamp_version(mut res: Response) -> Response {
+pub(crate) async fn stamp_version(mut res: Response) -> Response {
     let h = res.headers_mut();
     h.insert(
         wire::H_VERSION,
@@ -426,7 +426,8 @@ pub fn raw_event(headers: &HeaderMap, body: Bytes) -> Result<RawEvent, ApiError>
         header(headers, wire::H_EVENT_ID).unwrap_or("").to_string(),
         received_at,
         header(headers, wire::H_HARNESS).unwrap_or(Harness::ClaudeCode.as_str()),
-        body.to_vec(),
+        // No copy: the body was read into a vector of its own.
+        Vec::from(body),
     )
     .map_err(bad)
 }
@@ -515,9 +516,19 @@ async fn record(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Json<RecordReply>, ApiError> {
-    let raw = raw_event(&headers, body)?;
-    let arrival = arrival.map(|a| a.0);
-    Ok(Json(record_traced(&app, raw, arrival).await?))
+    record_request(&app, &headers, body, arrival.map(|a| a.0)).await
+}
+
+/// `POST /v1/events` from its headers and body: the routed handler above, and the direct path
+/// that skips the router (`conn::serve`).
+pub(crate) async fn record_request(
+    app: &Arc<App>,
+    headers: &HeaderMap,
+    body: Bytes,
+    arrival: Option<crate::trace::Arrival>,
+) -> Result<Json<RecordReply>, ApiError> {
+    let raw = raw_event(headers, body)?;
+    Ok(Json(record_traced(app, raw, arrival).await?))
 }
 
 /// The largest payload prepared on the request's async worker: parsing, redacting and
@@ -539,12 +550,14 @@ async fn record_traced(
 ) -> Result<RecordReply, ApiError> {
     let harness = raw.harness;
     let mut trace = crate::trace::Trace::start(&raw.event_id, arrival);
+    // Announced before preparing, so a writer about to commit waits for it (group commit).
+    let coming = app.writer.coming();
     let (prep, written) = match inline(&app.ingest, &raw) {
         Route::Here(r) => {
             trace.mark("prepared");
             let (prep, ev) = settle(r);
             let written = match ev {
-                Some(ev) => match app.writer.enqueue(ev).await {
+                Some(ev) => match coming.enqueue(ev).await {
                     Ok(rx) => {
                         trace.mark("queued");
                         rx.await
@@ -558,7 +571,7 @@ async fn record_traced(
         }
         Route::Drainer(value) => {
             trace.mark("to_drainer");
-            drained(app, raw, value).await
+            drained(app, raw, value, coming).await
         }
     };
     trace.mark("woken");
@@ -667,6 +680,7 @@ async fn drained(
     app: &Arc<App>,
     raw: RawEvent,
     value: Option<serde_json::Value>,
+    coming: crate::store::writer::Coming,
 ) -> (Option<Prep>, Written) {
     let slot = Arc::new(std::sync::Mutex::new(None::<Prep>));
     let (reply, committed) = tokio::sync::oneshot::channel();
@@ -681,7 +695,7 @@ async fn drained(
         *prep_slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(prep);
         match ev {
             // A closed writer drops `reply`: answered as shutting down.
-            Some(ev) => drop(prep_app.writer.enqueue_blocking(ev, reply)),
+            Some(ev) => drop(coming.enqueue_blocking(ev, reply)),
             None => drop(reply),
         }
     };

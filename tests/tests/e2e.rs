@@ -16,6 +16,7 @@ mod follow_ups;
 mod hook_binary;
 mod hybrid;
 mod import;
+mod ingest_path;
 mod install;
 mod knowledge;
 mod limits;

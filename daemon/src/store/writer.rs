@@ -1,8 +1,11 @@
 //! The single writer: one thread owns the only write connection.
 //!
-//! Group commit: the thread takes whatever is queued (up to [`MAX_BATCH`]) and stores it in one
-//! IMMEDIATE transaction, each event under its own savepoint so one bad event cannot spoil the
-//! others. Every event is acknowledged only after that transaction has committed. The queue is
+//! Group commit: the thread takes whatever is queued (up to [`MAX_BATCH`]), then, if requests
+//! have announced events they are still preparing ([`Writer::coming`]), waits once for those
+//! (at most [`COALESCE`]), and stores the lot in one IMMEDIATE transaction; if one event fails,
+//! the transaction is rolled back and the batch stored again with a savepoint per event, so one
+//! bad event cannot spoil the others. Every event is acknowledged only after that transaction
+//! has committed. The queue is
 //! bounded; its depth is visible in status. The in-memory dedup cache lives here too, since only
 //! the writer decides what is stored. What an insert changes besides its row (the digest
 //! counters, a memory's knowledge note, stale flags) is done in the same transaction
@@ -14,10 +17,16 @@ use crate::ingest::{Prepared, Record, SessionEffect};
 use crate::stats::Stats;
 use nmem_proto::wire::RecordOutcome;
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
 use tokio::sync::{mpsc, oneshot};
 
 pub const MAX_BATCH: usize = 1024;
+
+/// The longest a batch waits for events announced as coming ([`Coming`]) before it commits:
+/// preparing a hook's event takes tens to a few hundred microseconds; one held up longer (a
+/// transcript read on a slow disk) is committed in the next batch.
+pub const COALESCE: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// The result of storing one event.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -71,6 +80,137 @@ enum Job {
 pub struct Writer {
     tx: mpsc::Sender<Job>,
     capacity: usize,
+    gate: Arc<Gate>,
+}
+
+/// Events on their way to the writer ([`Coming`]), and where the writer waits for them.
+#[derive(Default)]
+struct Gate {
+    /// Announced and not yet being sent (nor given up).
+    coming: AtomicUsize,
+    /// Announcements made so far: only grows.
+    announced: AtomicU64,
+    /// Announcements ended so far (queued or given up): only grows.
+    arrived: AtomicU64,
+    /// While the writer waits: the `arrived` count that ends its wait; `u64::MAX` otherwise.
+    wake_at: AtomicU64,
+    lock: Mutex<()>,
+    woken: Condvar,
+}
+
+impl Gate {
+    fn new() -> Gate {
+        Gate {
+            wake_at: AtomicU64::new(u64::MAX),
+            ..Gate::default()
+        }
+    }
+
+    /// An announced event is about to be queued (or was given up): no longer coming. Before
+    /// the event is sent, so a writer woken by that send never waits for the event itself.
+    fn leave(&self) {
+        self.coming.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// An event that left is in the queue (or was given up): a writer waiting for it is woken
+    /// if it was the last.
+    fn arrive(&self) {
+        let n = self.arrived.fetch_add(1, Ordering::SeqCst) + 1;
+        if n >= self.wake_at.load(Ordering::SeqCst) {
+            let _held = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+            self.woken.notify_one();
+        }
+    }
+
+    /// Wait until every event announced so far has arrived (those being sent included), or
+    /// until `deadline`. Arrivals wake the writer once, at the last one, not one by one. Every
+    /// announcement ends in one arrival, so the count is reached unless one is held up.
+    fn wait(&self, deadline: std::time::Instant) {
+        let mut held = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        let target = self.announced.load(Ordering::SeqCst);
+        self.wake_at.store(target, Ordering::SeqCst);
+        while self.arrived.load(Ordering::SeqCst) < target {
+            let Some(left) = deadline.checked_duration_since(std::time::Instant::now()) else {
+                break;
+            };
+            held = self
+                .woken
+                .wait_timeout(held, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        self.wake_at.store(u64::MAX, Ordering::SeqCst);
+    }
+}
+
+/// An event a request is preparing, announced to the writer before it is queued: when the
+/// writer finds its queue empty with events announced, it waits (at most [`COALESCE`]) until
+/// those have been queued, so they share one transaction (one commit, its WAL frames, one
+/// writer wake-up) instead of each committing alone. A lone hook has nothing else announced,
+/// so its commit never waits, not even for itself: an event stops counting as coming before it
+/// is sent, and counts as arrived once it is in the queue ([`Coming::enqueue`],
+/// [`Coming::enqueue_blocking`]); dropping it unqueued (the event was refused or stores
+/// nothing) ends the announcement too.
+pub struct Coming {
+    writer: Writer,
+    stage: Stage,
+}
+
+/// Where a [`Coming`] is: announced, being sent to the queue, or done.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    Announced,
+    Sending,
+    Done,
+}
+
+impl Coming {
+    /// The event is about to be sent: no longer counted as coming.
+    fn sending(&mut self) {
+        if self.stage == Stage::Announced {
+            self.writer.gate.leave();
+            self.stage = Stage::Sending;
+        }
+    }
+
+    /// The event is in the queue (or will never be): the announcement has ended.
+    fn arrived(&mut self) {
+        self.sending();
+        if self.stage == Stage::Sending {
+            self.writer.gate.arrive();
+            self.stage = Stage::Done;
+        }
+    }
+
+    /// [`Writer::enqueue`], ending the announcement.
+    pub async fn enqueue(
+        mut self,
+        ev: Prepared,
+    ) -> Result<oneshot::Receiver<Result<Applied, WriteError>>, WriteError> {
+        self.sending();
+        let r = self.writer.enqueue(ev).await;
+        self.arrived();
+        r
+    }
+
+    /// [`Writer::enqueue_blocking`], ending the announcement.
+    pub fn enqueue_blocking(
+        mut self,
+        ev: Prepared,
+        reply: oneshot::Sender<Result<Applied, WriteError>>,
+    ) -> Result<(), WriteError> {
+        self.sending();
+        let r = self.writer.enqueue_blocking(ev, reply);
+        self.arrived();
+        r
+    }
+}
+
+impl Drop for Coming {
+    /// Given up (the event was refused or stores nothing), or its send was cancelled.
+    fn drop(&mut self) {
+        self.arrived();
+    }
 }
 
 impl Writer {
@@ -81,12 +221,35 @@ impl Writer {
         dedup: Dedup,
         stats: Arc<Stats>,
     ) -> (Writer, std::thread::JoinHandle<()>) {
+        Writer::spawn_with_window(conn, capacity, dedup, stats, COALESCE)
+    }
+
+    /// [`Writer::spawn`] with another group-commit window than [`COALESCE`] (tests).
+    pub(crate) fn spawn_with_window(
+        conn: Connection,
+        capacity: usize,
+        dedup: Dedup,
+        stats: Arc<Stats>,
+        window: std::time::Duration,
+    ) -> (Writer, std::thread::JoinHandle<()>) {
         let (tx, rx) = mpsc::channel(capacity);
+        let gate = Arc::new(Gate::new());
+        let seen = gate.clone();
         let handle = std::thread::Builder::new()
             .name("nmem-writer".into())
-            .spawn(move || run(conn, rx, dedup, stats))
+            .spawn(move || run(conn, rx, seen, window, dedup, stats))
             .expect("spawn writer thread");
-        (Writer { tx, capacity }, handle)
+        (Writer { tx, capacity, gate }, handle)
+    }
+
+    /// Announce an event being prepared for this writer (see [`Coming`]).
+    pub fn coming(&self) -> Coming {
+        self.gate.announced.fetch_add(1, Ordering::SeqCst);
+        self.gate.coming.fetch_add(1, Ordering::SeqCst);
+        Coming {
+            writer: self.clone(),
+            stage: Stage::Announced,
+        }
     }
 
     /// Queue an event; the receiver resolves after its transaction committed.
@@ -167,7 +330,14 @@ impl Writer {
 /// the index up itself.
 const QUIET: std::time::Duration = std::time::Duration::from_millis(20);
 
-fn run(mut conn: Connection, mut rx: mpsc::Receiver<Job>, mut dedup: Dedup, stats: Arc<Stats>) {
+fn run(
+    mut conn: Connection,
+    mut rx: mpsc::Receiver<Job>,
+    gate: Arc<Gate>,
+    window: std::time::Duration,
+    mut dedup: Dedup,
+    stats: Arc<Stats>,
+) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
     let mut stop = false;
     // Rows committed since the full-text index last caught up (an estimate, for load).
@@ -227,22 +397,38 @@ fn run(mut conn: Connection, mut rx: mpsc::Receiver<Job>, mut dedup: Dedup, stat
             break;
         };
         let mut next = Some(first);
-        while let Some(job) = next.take() {
-            match job {
-                Job::Event(ev, reply) => batch.push((ev, reply)),
-                Job::Exec(f) => {
-                    // Keep queue order: commit what came before, then run it alone.
-                    commit_batch(&mut conn, &mut batch, &mut dedup, &stats, rx.len());
-                    f(&mut conn);
+        let mut waited = false;
+        loop {
+            while let Some(job) = next.take() {
+                match job {
+                    Job::Event(ev, reply) => batch.push((ev, reply)),
+                    Job::Exec(f) => {
+                        // Keep queue order: commit what came before, then run it alone.
+                        commit_batch(&mut conn, &mut batch, &mut dedup, &stats, rx.len());
+                        f(&mut conn);
+                    }
+                    Job::Shutdown => {
+                        stop = true;
+                        break;
+                    }
                 }
-                Job::Shutdown => {
-                    stop = true;
-                    break;
+                if batch.len() < MAX_BATCH {
+                    next = rx.try_recv().ok();
                 }
             }
-            if batch.len() < MAX_BATCH {
-                next = rx.try_recv().ok();
+            // The queue is empty: wait for the events requests are still preparing, so they
+            // share this commit (group commit), once, and never longer than COALESCE.
+            if waited
+                || stop
+                || batch.is_empty()
+                || batch.len() >= MAX_BATCH
+                || gate.coming.load(Ordering::SeqCst) == 0
+            {
+                break;
             }
+            waited = true;
+            gate.wait(std::time::Instant::now() + window);
+            next = rx.try_recv().ok();
         }
         unindexed = unindexed.saturating_add(batch.len() as u64);
         commit_batch(&mut conn, &mut batch, &mut dedup, &stats, rx.len());
@@ -948,6 +1134,148 @@ mod tests {
         });
         handle.join().unwrap();
         out
+    }
+
+    fn stored_ids(path: &std::path::Path) -> Vec<String> {
+        let db = Connection::open(path).unwrap();
+        let mut q = db
+            .prepare("SELECT event_id FROM observations ORDER BY id")
+            .unwrap();
+        let ids = q
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        ids
+    }
+
+    /// A writer whose group-commit window is far longer than the test may take: a batch that
+    /// commits at all did so because every announced event arrived, not because time ran out.
+    fn patient_writer(path: &std::path::Path) -> (Writer, std::thread::JoinHandle<()>, Arc<Stats>) {
+        let conn = super::super::schema::open_writer(path).unwrap();
+        let stats = Arc::new(Stats::default());
+        let (writer, handle) = Writer::spawn_with_window(
+            conn,
+            64,
+            Dedup::new(2),
+            stats.clone(),
+            std::time::Duration::from_secs(600),
+        );
+        (writer, handle, stats)
+    }
+
+    /// What detects a hang: far beyond any commit, far below the patient window.
+    const HANG: std::time::Duration = std::time::Duration::from_secs(60);
+
+    /// Events announced while the writer takes the first of them are committed with it, in one
+    /// transaction, once the last has arrived; one announced and then given up (stored nothing)
+    /// ends the wait as well, and every event is acknowledged only after that commit.
+    #[test]
+    fn announced_events_share_one_commit() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("nmem.db");
+        let (writer, handle, stats) = patient_writer(&path);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let announced: Vec<Coming> = (0..4).map(|_| writer.coming()).collect();
+            let mut it = announced.into_iter();
+            let first = it.next().unwrap().enqueue(event("c1", "ls")).await.unwrap();
+            let second = it
+                .next()
+                .unwrap()
+                .enqueue(event("c2", "pwd"))
+                .await
+                .unwrap();
+            // The writer is waiting for the other two: nothing is acknowledged yet.
+            let mut first = first;
+            assert!(first.try_recv().is_err(), "acknowledged before its commit");
+            drop(it.next()); // refused or ignored: never queued
+            let third = it
+                .next()
+                .unwrap()
+                .enqueue(event("c3", "make"))
+                .await
+                .unwrap();
+            for rx in [first, second, third] {
+                let applied = tokio::time::timeout(HANG, rx)
+                    .await
+                    .unwrap()
+                    .unwrap()
+                    .unwrap();
+                assert_eq!(applied.outcome, RecordOutcome::Stored);
+            }
+            writer.shutdown().await;
+        });
+        handle.join().unwrap();
+        assert_eq!(
+            Stats::get(&stats.commits),
+            1,
+            "one transaction for the three"
+        );
+        assert_eq!(Stats::get(&stats.events_written), 3);
+        assert_eq!(stored_ids(&path), ["c1", "c2", "c3"]);
+    }
+
+    /// Announced events that never come (every one given up) do not hold the batch: it commits
+    /// at once, not at the end of the window.
+    #[test]
+    fn a_batch_does_not_wait_for_events_given_up() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("nmem.db");
+        let (writer, handle, _stats) = patient_writer(&path);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let (mine, other) = (writer.coming(), writer.coming());
+            let rx = mine.enqueue(event("g1", "ls")).await.unwrap();
+            // Given up from another thread while the writer waits for it.
+            std::thread::spawn(move || drop(other)).join().unwrap();
+            let applied = tokio::time::timeout(HANG, rx)
+                .await
+                .unwrap()
+                .unwrap()
+                .unwrap();
+            assert_eq!(applied.outcome, RecordOutcome::Stored);
+            writer.shutdown().await;
+        });
+        handle.join().unwrap();
+        assert_eq!(stored_ids(&path), ["g1"]);
+    }
+
+    /// A batch whose COMMIT fails (here a deferred foreign key one of its events broke) is
+    /// acknowledged to none of its events: each gets the error, none is stored, and the next
+    /// batch is stored as usual.
+    #[test]
+    fn a_failed_commit_acknowledges_none_of_its_batch() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("nmem.db");
+        let conn = super::super::schema::open_writer(&path).unwrap();
+        conn.execute_batch(
+            "CREATE TABLE poison (s TEXT REFERENCES sessions(id) DEFERRABLE INITIALLY DEFERRED);
+             CREATE TRIGGER poisoned AFTER INSERT ON observations WHEN NEW.content = 'poison'
+             BEGIN INSERT INTO poison VALUES ('no such session'); END;",
+        )
+        .unwrap();
+        let results = store_batch(
+            conn,
+            vec![event("p1", "ls"), event("p2", "poison"), event("p3", "pwd")],
+        );
+        for r in &results {
+            assert!(
+                matches!(r, Err(WriteError::Storage(m)) if m.contains("FOREIGN KEY")),
+                "{r:?}"
+            );
+        }
+        assert!(stored_ids(&path).is_empty());
+        let conn = super::super::schema::open_writer(&path).unwrap();
+        let after = store_batch(conn, vec![event("p4", "ls")]);
+        assert!(after[0].is_ok(), "{:?}", after[0]);
+        assert_eq!(stored_ids(&path), ["p4"]);
     }
 
     fn obs(id: &str, project: &str, obs_type: &'static str, path: Option<&str>) -> Prepared {
