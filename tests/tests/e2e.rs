@@ -27,6 +27,7 @@ mod redaction;
 mod repo;
 mod service;
 mod sync;
+mod sync_enable;
 mod sync_ops;
 mod sync_team;
 mod viewer;

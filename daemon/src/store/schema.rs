@@ -25,6 +25,7 @@ const LATER_SQL: &[&str] = &[
     include_str!("../../../migrations/014_doc_vectors.sql"),
     include_str!("../../../migrations/015_sync_team.sql"),
     include_str!("../../../migrations/016_sync_ops.sql"),
+    include_str!("../../../migrations/017_sync_backfill.sql"),
 ];
 
 /// The migrations before 006, for tests that build a database as older versions wrote it.
