@@ -206,7 +206,7 @@ fn status_text(s: &SyncStatus) -> Text {
     if let Some(f) = &s.backfill {
         let _ = writeln!(
             b,
-            "backfill {}/{}{}",
+            "backfill     {}/{}{}",
             f.done,
             f.total,
             if f.running {

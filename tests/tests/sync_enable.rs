@@ -44,7 +44,10 @@ fn history_recorded_before_enable_reaches_the_other_device_once() {
     assert_eq!(server_stream(&pg, &dev_a), (50, 50));
     let text = nmem(&a, &["sync", "status"]);
     let text = String::from_utf8_lossy(&text.stdout);
-    assert!(text.contains("backfill     50/50 (done)"), "{text}");
+    assert!(
+        text.contains("backfill") && text.contains(" 50/50 (done)"),
+        "{text}"
+    );
     // B had nothing of its own to send: what it holds came from A.
     assert_eq!(b.count("SELECT COUNT(*) FROM sync_log"), 0);
 
