@@ -130,7 +130,8 @@ pub struct SearchConfig {
     /// Weight of results matching all but one meaningful word (queries of 3 to 6 words).
     pub weight_most_words: f64,
     /// Rank every candidate by its similarity to the query, not only the nearest rows: a
-    /// lexical match close in meaning gains the semantic source's vote too.
+    /// lexical match close in meaning gains the semantic source's vote too (on by default since
+    /// the third pass: it closed the temporal gap with lexical; ARCHITECTURE.md, the ablation).
     pub semantic_all: bool,
     /// Move a result whose type and opening text repeat a better one's (the same command run
     /// three times) below the distinct results.
@@ -184,6 +185,25 @@ pub struct SearchConfig {
     /// like `newest_edit_first` but in the direction the question asks. Off: measured, it costs
     /// temporal and knowledge-update questions (ARCHITECTURE.md, the ablation).
     pub question_order: bool,
+    /// How much a semantic result's vote follows its similarity rather than its rank, 0 to 1:
+    /// `weight × ((1 − s) / (k + rank) + s × g / (k + 1))`, where g places the similarity
+    /// between the list's lowest (0) and highest (1). With 0 (pure reciprocal rank) the 20th
+    /// nearest row, barely closer than anything else in the project, votes almost as much as
+    /// the first; with 1 it votes nothing.
+    pub semantic_scale: f64,
+    /// The same for the lexical tiers, with g a result's BM25 score over its tier's best: a
+    /// far better word match keeps more of its lead over the next than its rank alone gives.
+    pub lexical_scale: f64,
+    /// Factor on the tier matching all meaningful words but one when nothing matched every
+    /// meaningful word and embeddings found rows (in place of `weight_loose_unmatched`, which
+    /// then applies to the any-word tier and the context): a row naming all but one of the
+    /// query's words is still strong evidence.
+    pub weight_most_unmatched: f64,
+    /// Factor on the fused score of rows found by meaning alone (no word of the query, no
+    /// prompt context) when some row matched every meaningful word: the record uses the
+    /// query's words, so a row holding none of them is rarely what was asked for (the mirror
+    /// of `weight_loose_unmatched`). 1 turns it off.
+    pub weight_meaning_only: f64,
 }
 
 impl Default for SearchConfig {
@@ -200,7 +220,7 @@ impl Default for SearchConfig {
             split_identifiers: true,
             all_words_first: true,
             weight_most_words: 0.5,
-            semantic_all: false,
+            semantic_all: true,
             collapse_repeats: true,
             weight_looking: 0.7,
             weight_planning: 0.7,
@@ -217,6 +237,10 @@ impl Default for SearchConfig {
             question_kinds: true,
             weight_kind: 1.25,
             question_order: false,
+            semantic_scale: 0.0,
+            lexical_scale: 0.0,
+            weight_most_unmatched: 0.25,
+            weight_meaning_only: 1.0,
         }
     }
 }

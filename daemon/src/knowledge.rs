@@ -24,6 +24,7 @@ use crate::app::App;
 use crate::query::bounds::{check_len, check_scope};
 use crate::query::QueryError;
 use crate::store::writer::WriteError;
+use crate::sync::envelope::{KnowledgeEvent, KnowledgeItem};
 use nmem_proto::knowledge::{
     Action, AuditEntry, Class, EvidenceRef, HitRef, Item, KnowledgeKind, LifecycleReply,
     LifecycleRequest, ListReply, ListRequest, MemorySource, PossibleDuplicate, RememberRequest,
@@ -89,31 +90,41 @@ pub async fn pin(app: &App, id: i64, pinned: bool) -> Result<(), QueryError> {
         .writer
         .exec(move |c| {
             let tx = c.transaction()?;
-            let Some(was) = tx
-                .query_row(
-                    "SELECT is_pinned, status FROM knowledge WHERE id = ?1",
-                    [id],
-                    |r| Ok((r.get::<_, i64>(0)? != 0, r.get::<_, String>(1)?)),
-                )
-                .optional()?
-            else {
+            if !set_pin(&tx, id, pinned, now)? {
                 return Err(WriteError::NotFound(format!(
                     "no knowledge or work item has id {id} (k{id})"
                 )));
-            };
-            if was.0 != pinned {
-                tx.execute(
-                    "UPDATE knowledge SET is_pinned = ?2 WHERE id = ?1",
-                    params![id, pinned as i64],
-                )?;
-                let status = Status::parse(&was.1);
-                let action = if pinned { "pinned" } else { "unpinned" };
-                audit(&tx, id, now, action, status, status, action, None)?;
             }
+            let action = if pinned { "pin" } else { "unpin" };
+            log_change(&tx, id, action, action, None)?;
             tx.commit()?;
             Ok(())
         })
         .await?)
+}
+
+/// Pin or unpin item `id` (an audit row when it changes); false when there is no such item.
+fn set_pin(c: &Connection, id: i64, pinned: bool, now: i64) -> rusqlite::Result<bool> {
+    let Some(was) = c
+        .query_row(
+            "SELECT is_pinned, status FROM knowledge WHERE id = ?1",
+            [id],
+            |r| Ok((r.get::<_, i64>(0)? != 0, r.get::<_, String>(1)?)),
+        )
+        .optional()?
+    else {
+        return Ok(false);
+    };
+    if was.0 != pinned {
+        c.execute(
+            "UPDATE knowledge SET is_pinned = ?2 WHERE id = ?1",
+            params![id, pinned as i64],
+        )?;
+        let status = Status::parse(&was.1);
+        let action = if pinned { "pinned" } else { "unpinned" };
+        audit(c, id, now, action, status, status, action, None)?;
+    }
+    Ok(true)
 }
 
 /// `POST /v1/knowledge/list`.
@@ -347,11 +358,12 @@ fn write_item(
         Some((s, p, val)) => (Some(s.as_str()), Some(p.as_str()), Some(val.as_str())),
         None => (None, None, None),
     };
+    let uid = crate::sync::log::random_id("k")?;
     tx.execute(
         "INSERT INTO knowledge (class, kind, project, scope, title, summary, reason, memory_source,
                                 status, confidence, subject, predicate, value, payload,
-                                created_at, updated_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?15)",
+                                created_at, updated_at, uid)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?15, ?16)",
         params![
             req.class.as_str(),
             req.kind.trim(),
@@ -370,6 +382,7 @@ fn write_item(
                 .filter(|p| p.as_object().is_some_and(|o| !o.is_empty()))
                 .map(|p| p.to_string()),
             now,
+            uid,
         ],
     )?;
     let id = tx.last_insert_rowid();
@@ -420,6 +433,14 @@ fn write_item(
             &format!("#{other} says otherwise"),
             Some(*other),
         )?;
+    }
+    log_item(&tx, id)?;
+    for other in &contested {
+        let why = format!(
+            "{} says otherwise about the same subject and predicate",
+            req.title.trim()
+        );
+        log_change(&tx, *other, "contest", &why, None)?;
     }
     let item =
         read_item(&tx, id)?.ok_or_else(|| WriteError::Storage("written item vanished".into()))?;
@@ -680,7 +701,28 @@ fn change(
     now: i64,
 ) -> Result<LifecycleReply, WriteError> {
     let tx = c.transaction()?;
-    let item = read_item(&tx, req.id)?.ok_or_else(|| {
+    let touched = change_in(&tx, req, reason, now)?;
+    log_change(&tx, req.id, req.action.as_str(), reason, req.new_id)?;
+    let items = touched
+        .iter()
+        .map(|id| read_item(&tx, *id))
+        .collect::<rusqlite::Result<Vec<_>>>()?
+        .into_iter()
+        .flatten()
+        .collect();
+    tx.commit()?;
+    Ok(LifecycleReply { items })
+}
+
+/// A lifecycle change under the rules, in the caller's transaction: the ids of the items it
+/// touched.
+fn change_in(
+    tx: &Connection,
+    req: &LifecycleRequest,
+    reason: &str,
+    now: i64,
+) -> Result<Vec<i64>, WriteError> {
+    let item = read_item(tx, req.id)?.ok_or_else(|| {
         WriteError::NotFound(format!("no knowledge or work item has id {}", req.id))
     })?;
     let want_class = match req.action {
@@ -693,7 +735,7 @@ fn change(
             item.id, item.class, req.action, want_class
         )));
     }
-    let set = |tx: &rusqlite::Transaction, id: i64, to: Status, clear_stale: bool| {
+    let set = |tx: &Connection, id: i64, to: Status, clear_stale: bool| {
         tx.execute(
             "UPDATE knowledge SET status = ?2, updated_at = ?3,
                     stale_obs_id = CASE WHEN ?4 THEN NULL ELSE stale_obs_id END,
@@ -730,9 +772,9 @@ fn change(
                     item.id
                 )));
             }
-            set(&tx, item.id, Status::Active, true)?;
+            set(tx, item.id, Status::Active, true)?;
             audit(
-                &tx,
+                tx,
                 item.id,
                 now,
                 "promoted",
@@ -752,7 +794,7 @@ fn change(
                     "an item cannot supersede itself".into(),
                 ));
             }
-            let new = read_item(&tx, new_id)?.ok_or_else(|| {
+            let new = read_item(tx, new_id)?.ok_or_else(|| {
                 WriteError::NotFound(format!("no knowledge item has id {new_id} (`new_id`)"))
             })?;
             if new.class != Class::Knowledge
@@ -769,7 +811,7 @@ fn change(
                 params![item.id, new_id, now],
             )?;
             audit(
-                &tx,
+                tx,
                 item.id,
                 now,
                 "superseded",
@@ -779,9 +821,9 @@ fn change(
                 Some(new_id),
             )?;
             // The replacement is the reviewed one: it becomes active.
-            set(&tx, new_id, Status::Active, true)?;
+            set(tx, new_id, Status::Active, true)?;
             audit(
-                &tx,
+                tx,
                 new_id,
                 now,
                 "supersedes",
@@ -794,9 +836,9 @@ fn change(
         }
         Action::Contest => {
             refuse(&[Status::Candidate, Status::Active])?;
-            set(&tx, item.id, Status::Contested, false)?;
+            set(tx, item.id, Status::Contested, false)?;
             audit(
-                &tx,
+                tx,
                 item.id,
                 now,
                 "contested",
@@ -808,9 +850,9 @@ fn change(
         }
         Action::Archive => {
             refuse(&[Status::Candidate, Status::Active, Status::Contested])?;
-            set(&tx, item.id, Status::Archived, false)?;
+            set(tx, item.id, Status::Archived, false)?;
             audit(
-                &tx,
+                tx,
                 item.id,
                 now,
                 "archived",
@@ -827,9 +869,9 @@ fn change(
             } else {
                 Status::Dropped
             };
-            set(&tx, item.id, to, false)?;
+            set(tx, item.id, to, false)?;
             audit(
-                &tx,
+                tx,
                 item.id,
                 now,
                 "status",
@@ -841,9 +883,9 @@ fn change(
         }
         Action::Reopen => {
             refuse(&[Status::Done, Status::Dropped])?;
-            set(&tx, item.id, Status::Open, false)?;
+            set(tx, item.id, Status::Open, false)?;
             audit(
-                &tx,
+                tx,
                 item.id,
                 now,
                 "status",
@@ -854,15 +896,7 @@ fn change(
             )?;
         }
     }
-    let items = touched
-        .iter()
-        .map(|id| read_item(&tx, *id))
-        .collect::<rusqlite::Result<Vec<_>>>()?
-        .into_iter()
-        .flatten()
-        .collect();
-    tx.commit()?;
-    Ok(LifecycleReply { items })
+    Ok(touched)
 }
 
 const ITEM_COLUMNS: &str = "id, class, kind, project, scope, title, summary, reason, memory_source, \
@@ -1253,6 +1287,224 @@ pub fn get(c: &Connection, ids: &[i64]) -> rusqlite::Result<Vec<Observation>> {
         }
     }
     Ok(out)
+}
+
+// Sync (docs/sync.md, "Knowledge items"): an item written here and every change of one (a
+// lifecycle action, a pin) is logged as a knowledge event for the spaces its project goes to
+// (`sync::log::append_knowledge`, nothing while sync is off), and a received one is applied
+// here (`apply_event`). Items are named across devices by `uid` (migration 018), a saved
+// memory's note by its memory's event id. Evidence stays on the device that cited it: its ids
+// are that device's rows.
+
+/// The name item `id` travels under: its uid, or `memory:<event id>` for a saved memory's note;
+/// None for an item written before items had uids (it never left this device).
+fn sync_name(c: &Connection, id: i64) -> rusqlite::Result<Option<String>> {
+    Ok(c.query_row(
+        "SELECT COALESCE(k.uid, 'memory:' || o.event_id)
+           FROM knowledge k LEFT JOIN observations o ON o.id = k.obs_id WHERE k.id = ?1",
+        [id],
+        |r| r.get::<_, Option<String>>(0),
+    )
+    .optional()?
+    .flatten())
+}
+
+/// The local id of the item a knowledge event names.
+fn resolve(c: &Connection, name: &str) -> rusqlite::Result<Option<i64>> {
+    match name.strip_prefix("memory:") {
+        Some(event_id) => c
+            .query_row(
+                "SELECT k.id FROM knowledge k JOIN observations o ON o.id = k.obs_id
+                  WHERE o.event_id = ?1",
+                [event_id],
+                |r| r.get(0),
+            )
+            .optional(),
+        None => c
+            .query_row("SELECT id FROM knowledge WHERE uid = ?1", [name], |r| {
+                r.get(0)
+            })
+            .optional(),
+    }
+}
+
+fn project_of(c: &Connection, id: i64) -> rusqlite::Result<String> {
+    c.query_row("SELECT project FROM knowledge WHERE id = ?1", [id], |r| {
+        r.get(0)
+    })
+}
+
+/// Log item `id`, just written, as a knowledge event.
+fn log_item(c: &Connection, id: i64) -> rusqlite::Result<()> {
+    if !crate::sync::log::ENABLED.load(std::sync::atomic::Ordering::Relaxed) {
+        return Ok(());
+    }
+    let (project, item) = c.query_row(
+        "SELECT project, uid, class, kind, scope, title, summary, reason, memory_source, status,
+                confidence, subject, predicate, value, payload, is_pinned, created_at
+           FROM knowledge WHERE id = ?1 AND uid IS NOT NULL",
+        [id],
+        |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                KnowledgeItem {
+                    uid: r.get(1)?,
+                    class: r.get(2)?,
+                    item_kind: r.get(3)?,
+                    scope: r.get(4)?,
+                    title: r.get(5)?,
+                    summary: r.get(6)?,
+                    reason: r.get(7)?,
+                    memory_source: r.get(8)?,
+                    status: r.get(9)?,
+                    confidence: r.get(10)?,
+                    subject: r.get(11)?,
+                    predicate: r.get(12)?,
+                    value: r.get(13)?,
+                    payload: r.get(14)?,
+                    is_pinned: r.get::<_, i64>(15)? != 0,
+                    created_at: r.get(16)?,
+                },
+            ))
+        },
+    )?;
+    crate::sync::log::append_knowledge(c, &project, KnowledgeEvent::Item(Box::new(item)))
+}
+
+/// Log a change (`action`: a lifecycle action's name, `pin` or `unpin`) of item `id`.
+fn log_change(
+    c: &Connection,
+    id: i64,
+    action: &str,
+    reason: &str,
+    new_id: Option<i64>,
+) -> rusqlite::Result<()> {
+    if !crate::sync::log::ENABLED.load(std::sync::atomic::Ordering::Relaxed) {
+        return Ok(());
+    }
+    let Some(target) = sync_name(c, id)? else {
+        return Ok(());
+    };
+    let new_target = match new_id {
+        Some(n) => match sync_name(c, n)? {
+            Some(name) => Some(name),
+            // Superseded by an item the other devices do not have: nothing they can apply.
+            None => return Ok(()),
+        },
+        None => None,
+    };
+    let ev = KnowledgeEvent::Change {
+        target,
+        action: action.to_string(),
+        reason: reason.to_string(),
+        new_target,
+    };
+    crate::sync::log::append_knowledge(c, &project_of(c, id)?, ev)
+}
+
+/// Apply a knowledge event received from another device, in the pull's transaction: an item
+/// not held yet is stored as its device wrote it (its status decided by the rules there); a
+/// change goes through the same rules as here and is skipped when they refuse it (already
+/// applied, or its item is not here). Never logged again: it belongs to its origin's stream.
+/// Returns whether anything changed.
+pub fn apply_event(
+    c: &Connection,
+    project: &str,
+    ev: &KnowledgeEvent,
+    now: i64,
+) -> rusqlite::Result<bool> {
+    match ev {
+        KnowledgeEvent::Item(it) => {
+            let class = Class::parse(&it.class);
+            let status = Status::parse(&it.status);
+            let fits = class.zip(status).is_some_and(|(c, s)| s.fits(c))
+                && MemorySource::parse(&it.memory_source).is_some()
+                && matches!(it.scope.as_str(), "project" | "global")
+                && !it.item_kind.is_empty()
+                && !project.is_empty();
+            if !fits || resolve(c, &it.uid)?.is_some() {
+                if !fits {
+                    tracing::warn!(
+                        "sync: knowledge item {} is not one this nmem can store; skipped",
+                        it.uid
+                    );
+                }
+                return Ok(false);
+            }
+            c.execute(
+                "INSERT INTO knowledge (class, kind, project, scope, title, summary, reason,
+                                        memory_source, status, confidence, subject, predicate,
+                                        value, payload, is_pinned, created_at, updated_at, uid)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16,
+                         ?16, ?17)",
+                params![
+                    it.class,
+                    it.item_kind,
+                    project,
+                    it.scope,
+                    it.title,
+                    it.summary,
+                    it.reason,
+                    it.memory_source,
+                    it.status,
+                    it.confidence,
+                    it.subject,
+                    it.predicate,
+                    it.value,
+                    it.payload,
+                    it.is_pinned as i64,
+                    it.created_at,
+                    it.uid
+                ],
+            )?;
+            let id = c.last_insert_rowid();
+            audit(c, id, now, "created", None, status, &it.reason, None)?;
+            Ok(true)
+        }
+        KnowledgeEvent::Change {
+            target,
+            action,
+            reason,
+            new_target,
+        } => {
+            let Some(id) = resolve(c, target)? else {
+                return Ok(false);
+            };
+            if let Some(pinned) = match action.as_str() {
+                "pin" => Some(true),
+                "unpin" => Some(false),
+                _ => None,
+            } {
+                return set_pin(c, id, pinned, now);
+            }
+            let Some(action) = Action::parse(action) else {
+                tracing::warn!("sync: knowledge change `{action}` is unknown here; skipped");
+                return Ok(false);
+            };
+            let new_id = match new_target {
+                Some(t) => match resolve(c, t)? {
+                    Some(n) => Some(n),
+                    None => return Ok(false),
+                },
+                None => None,
+            };
+            let req = LifecycleRequest {
+                action,
+                id,
+                new_id,
+                reason: reason.clone(),
+            };
+            match change_in(c, &req, reason, now) {
+                Ok(_) => Ok(true),
+                Err(WriteError::Invalid(_) | WriteError::NotFound(_) | WriteError::Conflict(_)) => {
+                    Ok(false)
+                }
+                Err(e) => Err(rusqlite::Error::ToSqlConversionFailure(Box::new(
+                    std::io::Error::other(e.to_string()),
+                ))),
+            }
+        }
+    }
 }
 
 #[cfg(test)]

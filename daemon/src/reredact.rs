@@ -28,7 +28,8 @@ fn run(c: &mut Connection, r: &Redactor, apply: bool) -> rusqlite::Result<Redact
         ..Default::default()
     };
     let tx = c.transaction()?;
-    // The rows rewritten: synced copies of them are forgotten (a tombstone, docs/sync.md).
+    // The rows rewritten: synced copies of them are rewritten too (`sync::edit`), or forgotten
+    // (a tombstone) where this home has no envelope of theirs (docs/sync.md).
     let mut rewritten: (Vec<i64>, Vec<i64>) = Default::default();
     {
         let mut read =
@@ -130,7 +131,9 @@ fn run(c: &mut Connection, r: &Redactor, apply: bool) -> rusqlite::Result<Redact
                 "prompts",
                 &rewritten.1,
             )?);
-            crate::sync::tombstone::emit(&tx, &events, "redact")?;
+            // Shipped as rewrites where their envelopes are here; the rest forgotten elsewhere.
+            let rest = crate::sync::edit::rewritten(&tx, r, &events)?;
+            crate::sync::tombstone::emit(&tx, &rest, "redact")?;
         }
         if apply && out.observations + out.prompts + out.knowledge > 0 {
             tx.execute(

@@ -59,6 +59,7 @@ pub fn router(app: Arc<App>, limits: Arc<crate::conn::Limits>) -> Router {
         .route(wire::PATH_REBUILD, post(rebuild))
         .route(wire::PATH_SYNC_LEAVE, post(sync_leave))
         .route(wire::PATH_TEAM_LEAVE, post(team_leave))
+        .route(wire::PATH_REBUILD_PROGRESS, post(rebuild_progress))
         // The viewer's API without a token: this socket is the owner's alone.
         .merge(crate::web::api::routes())
         .fallback(not_found)
@@ -260,14 +261,17 @@ pub async fn pin(
     }
     app.writer
         .exec(move |c| {
-            let changed = c.execute(
+            let tx = c.transaction()?;
+            let changed = tx.execute(
                 "UPDATE observations SET is_pinned = ?2 WHERE id = ?1",
                 rusqlite::params![id, pinned as i64],
             )?;
-            match changed {
-                0 => Err(WriteError::NotFound(format!("no observation has id {id}"))),
-                _ => Ok(()),
+            if changed == 0 {
+                return Err(WriteError::NotFound(format!("no observation has id {id}")));
             }
+            // Its other devices (and a team it was shared with) pin it too.
+            crate::sync::edit::pinned(&tx, id, pinned)?;
+            Ok(tx.commit()?)
         })
         .await?;
     Ok(Json(req))
@@ -381,6 +385,11 @@ async fn sync_verify(
 
 async fn rebuild(State(app): State<Arc<App>>) -> Result<Json<nmem_proto::sync::Rebuilt>, ApiError> {
     Ok(Json(crate::sync::rebuild(&app).await?))
+}
+
+/// Read from counters the rebuild moves: answered while the writer is busy with it.
+async fn rebuild_progress(State(app): State<Arc<App>>) -> Json<nmem_proto::sync::RebuildProgress> {
+    Json(app.sync.rebuild.read())
 }
 
 async fn retention(

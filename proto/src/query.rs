@@ -125,6 +125,79 @@ pub struct SearchRequest {
     /// `archived`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub knowledge_status: Option<OneOrMany>,
+    /// Where the results were captured (sync, docs/sync.md): `this-device`, `my-devices` (this
+    /// device and the user's other devices, through the personal space), `team` (teammates'
+    /// events, through a team space) or `any` (the default). Documents and knowledge items are
+    /// this device's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<OriginFilter>,
+}
+
+/// Which results a search keeps by where they were captured.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "kebab-case")]
+pub enum OriginFilter {
+    /// Every result.
+    #[default]
+    Any,
+    /// Captured on this device.
+    #[serde(alias = "this_device", alias = "local")]
+    ThisDevice,
+    /// Captured on this device or another device of the user's personal sync space.
+    #[serde(alias = "my_devices", alias = "mine")]
+    MyDevices,
+    /// Received from teammates through a team space.
+    #[serde(alias = "teammates")]
+    Team,
+}
+
+impl OriginFilter {
+    /// Whether rows captured on this device pass (documents and knowledge items are).
+    pub fn keeps_local(self) -> bool {
+        self != OriginFilter::Team
+    }
+}
+
+/// Where a result was captured.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum OriginKind {
+    #[default]
+    ThisDevice,
+    MyDevices,
+    Team,
+}
+
+/// A result's origin: this device, another of the user's devices (`device`: its sync device
+/// id), or a teammate's device (`device`) through the team space `space`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, Default)]
+pub struct Origin {
+    pub kind: OriginKind,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub space: Option<String>,
+}
+
+impl Origin {
+    /// A short label for a person or a model, `None` for this device: `device 3f2a9c1b` (the
+    /// first 8 characters of its id), `team acme (device 3f2a9c1b)`.
+    pub fn label(&self) -> Option<String> {
+        let device = self
+            .device
+            .as_deref()
+            .map(|d| d.chars().take(8).collect::<String>())
+            .unwrap_or_default();
+        match self.kind {
+            OriginKind::ThisDevice => None,
+            OriginKind::MyDevices => Some(format!("device {device}")),
+            OriginKind::Team => Some(format!(
+                "team {} (device {device})",
+                self.space.as_deref().unwrap_or("?")
+            )),
+        }
+    }
 }
 
 /// The sources a search uses.
@@ -234,6 +307,10 @@ pub struct SearchHit {
     /// it with `knowledge_ids`, or `nmem knowledge show k<id>`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub knowledge: Option<crate::knowledge::HitRef>,
+    /// Where it was captured: this device, another of the user's devices, or a teammate's
+    /// (sync).
+    #[serde(default)]
+    pub origin: Origin,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, Default)]

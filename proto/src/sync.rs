@@ -287,3 +287,16 @@ pub struct TeamLeft {
     /// Rows deleted here (`--forget-data`).
     pub forgotten: u64,
 }
+
+/// The reply of `/v1/rebuild/progress`: how far a running `nmem rebuild` is (the CLI's
+/// progress bar asks while its rebuild runs).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct RebuildProgress {
+    /// Whether a rebuild is running.
+    pub running: bool,
+    /// `reading` (the event log), `restoring` (each logged event: its rows stored again when
+    /// missing), `indexing` (the full-text indexes rebuilt, rows).
+    pub phase: String,
+    pub done: u64,
+    pub total: u64,
+}

@@ -6,8 +6,8 @@
 use crate::daemon_client::{post, CallError};
 use crate::render::{self, For, Text};
 use nmem_proto::query::{
-    GetRequest, Observation, OneOrMany, OrderBy, RecentRequest, SaveRequest, Saved, SearchMode,
-    SearchReply, SearchRequest, Timeline, TimelineRequest, When,
+    GetRequest, Observation, OneOrMany, OrderBy, OriginFilter, RecentRequest, SaveRequest, Saved,
+    SearchMode, SearchReply, SearchRequest, Timeline, TimelineRequest, When,
 };
 use nmem_proto::wire;
 use std::process::ExitCode;
@@ -78,6 +78,7 @@ pub struct SearchArgs {
     pub no_docs: bool,
     pub no_knowledge: bool,
     pub status: Vec<String>,
+    pub origin: Option<OriginFilter>,
 }
 
 pub fn search(a: SearchArgs) -> ExitCode {
@@ -98,6 +99,7 @@ pub fn search(a: SearchArgs) -> ExitCode {
         include_docs: a.no_docs.then_some(false),
         include_knowledge: a.no_knowledge.then_some(false),
         knowledge_status: (!a.status.is_empty()).then_some(OneOrMany::Many(a.status)),
+        origin: a.origin,
     };
     let explain = a.explain;
     finish(

@@ -62,6 +62,9 @@ struct Item<'a> {
     /// A knowledge or work item (a `knowledge` or `work` search result): its id is an item id,
     /// `get --knowledge`, `nmem knowledge show k<id>`.
     item: bool,
+    /// Where a search result was captured, when not on this device (`device 3f2a9c1b`,
+    /// `team acme (device …)`): shown before its text.
+    origin: Option<String>,
 }
 
 impl<'a> Item<'a> {
@@ -100,6 +103,7 @@ impl<'a> Item<'a> {
             },
             doc: h.kind == "doc",
             item: h.knowledge.is_some(),
+            origin: h.origin.label(),
         }
     }
 
@@ -114,6 +118,7 @@ impl<'a> Item<'a> {
             text: o.content.as_str().into(),
             doc: o.obs_type == "doc" && o.source_event == "ingest",
             item: o.source_event == "knowledge",
+            origin: None,
         }
     }
 
@@ -130,6 +135,14 @@ impl<'a> Item<'a> {
         }
     }
 
+    /// The item's text, after its origin when it came from another device.
+    fn text(&self) -> std::borrow::Cow<'_, str> {
+        match &self.origin {
+            Some(o) => format!("[{o}] {}", self.text).into(),
+            None => self.text.as_ref().into(),
+        }
+    }
+
     /// A search hit's line: the terminal's has the project as a column.
     fn hit_line(&self, to: For) -> String {
         match to {
@@ -139,7 +152,7 @@ impl<'a> Item<'a> {
                 when(self.timestamp),
                 self.column,
                 self.project,
-                one_line(&self.text, TERMINAL_TEXT)
+                one_line(&self.text(), TERMINAL_TEXT)
             ),
             For::Model => self.model_line(""),
         }
@@ -167,7 +180,7 @@ impl<'a> Item<'a> {
             when(self.timestamp),
             self.kind,
             self.project,
-            one_line(&self.text, usize::MAX)
+            one_line(&self.text(), usize::MAX)
         )
     }
 }
@@ -356,6 +369,36 @@ mod tests {
             "      #7  2026-08-20 09:14  command         acme-api       cargo test --release\n      \
              p3  2026-08-20 09:14                  acme-api       cargo test --release"
         );
+    }
+
+    /// A result from another device says where it came from, on a terminal and for a model; one
+    /// of this device's says nothing.
+    #[test]
+    fn a_result_from_elsewhere_says_where_it_came_from() {
+        use nmem_proto::query::{Origin, OriginKind};
+        let mut r = reply();
+        r.items[0].origin = Origin {
+            kind: OriginKind::MyDevices,
+            device: Some("3f2a9c1b77e0".into()),
+            space: None,
+        };
+        r.items[1].origin = Origin {
+            kind: OriginKind::Team,
+            device: Some("a1b2c3d4e5".into()),
+            space: Some("acme".into()),
+        };
+        let t = search(&r, For::Terminal, false).body;
+        assert!(t.contains("[device 3f2a9c1b] cargo test"), "{t}");
+        assert!(
+            t.contains("[team acme (device a1b2c3d4)] cargo test"),
+            "{t}"
+        );
+        let m = search(&r, For::Model, false).body;
+        assert!(
+            m.contains("[device 3f2a9c1b]") && m.contains("[team acme"),
+            "{m}"
+        );
+        assert!(!search(&reply(), For::Model, false).body.contains("device"));
     }
 
     /// The seam between the two: the same items in the same order, the same notes, the same

@@ -113,9 +113,11 @@ impl Nmem {
         plain words or paste names, paths and error text; FTS5 syntax (AND/OR/NOT, \"phrase\", \
         prefix*) is used as is. mode: hybrid (default with an embedding model) | lexical | \
         semantic. Filters: project (default: current; null: all), obs_type (one or a list), \
-        files, date_start/date_end; order_by relevance|date_desc|date_asc|blended; limit (20, max \
-        100), offset. Returns {items, mode, query, notes}: each item a 120-character preview with \
-        its id (for timeline and get_observations) and retrieval_sources (how it was found)."
+        files, date_start/date_end; origin this-device|my-devices|team (synced memory: captured \
+        here, on the user's devices, by teammates); order_by relevance|date_desc|date_asc|blended; \
+        limit (20, max 100), offset. Returns {items, mode, query, notes}: each item a 120-character \
+        preview with its id (for timeline and get_observations), retrieval_sources (how it was \
+        found) and origin (where it was captured)."
     )]
     async fn search(
         &self,

@@ -11,8 +11,8 @@ use crate::daemon_client::{call, CallError, Options};
 use crate::render::Text;
 use nmem_proto::admin::Empty;
 use nmem_proto::sync::{
-    EnableRequest, Enabled, JoinRequest, QuarantineRequest, Quarantined, Rebuilt, SyncStatus,
-    Verified,
+    EnableRequest, Enabled, JoinRequest, QuarantineRequest, Quarantined, RebuildProgress, Rebuilt,
+    SyncStatus, Verified,
 };
 use nmem_proto::wire;
 use std::io::Read;
@@ -463,9 +463,28 @@ pub fn verify(json: bool) -> ExitCode {
     }
 }
 
-/// `nmem rebuild`: regenerate the projections from the event log.
+/// `nmem rebuild` may read a million logged events and re-index every row.
+const REBUILD: Options = Options {
+    deadline: Duration::from_secs(4 * 3600),
+    ..OPTIONS
+};
+
+/// A running rebuild's progress, asked between its updates.
+const PROGRESS: Options = Options {
+    deadline: Duration::from_secs(2),
+    autostart: false,
+    probe: false,
+};
+
+/// `nmem rebuild`: regenerate the projections from the event log. On a terminal (and without
+/// `--json`) a progress bar on stderr follows the daemon's phases; otherwise nothing is printed
+/// until the counts.
 pub fn rebuild(json: bool) -> ExitCode {
-    let res = post::<_, Rebuilt>(wire::PATH_REBUILD, &Empty {});
+    let res = if !json && std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+        with_progress()
+    } else {
+        call("POST", wire::PATH_REBUILD, Some(&Empty {}), REBUILD)
+    };
     finish(res, json, |r| {
         text(format!(
             "rebuilt: {} logged events read, {} stored again, {} rows re-indexed{}{}\n",
@@ -484,4 +503,52 @@ pub fn rebuild(json: bool) -> ExitCode {
             }
         ))
     })
+}
+
+/// The rebuild's request on a thread, and a bar fed by `/v1/rebuild/progress` until it answers.
+fn with_progress() -> Result<Rebuilt, CallError> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(call::<_, Rebuilt>(
+            "POST",
+            wire::PATH_REBUILD,
+            Some(&Empty {}),
+            REBUILD,
+        ));
+    });
+    let bar = indicatif::ProgressBar::new(0);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{msg:>10} [{bar:30}] {pos}/{len} {elapsed}")
+            .expect("a valid template")
+            .progress_chars("=> "),
+    );
+    bar.set_message("starting");
+    loop {
+        // The answer, or a tick to ask for progress again.
+        match rx.recv_timeout(Duration::from_millis(200)) {
+            Ok(res) => {
+                bar.finish_and_clear();
+                return res;
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                bar.finish_and_clear();
+                return Err(CallError::BadReply(
+                    "the rebuild's request thread stopped".into(),
+                ));
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+        }
+        if let Ok(p) = call::<_, RebuildProgress>(
+            "POST",
+            wire::PATH_REBUILD_PROGRESS,
+            Some(&Empty {}),
+            PROGRESS,
+        ) {
+            if p.running {
+                bar.set_message(p.phase);
+                bar.set_length(p.total.max(p.done));
+                bar.set_position(p.done);
+            }
+        }
+    }
 }

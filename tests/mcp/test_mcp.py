@@ -109,6 +109,7 @@ async def with_daemon(home):
             # Documents (`nmem ingest`) came as optional parameters only: the contract stays compatible.
             search_schema = attr(tools["search"], "input_schema", "inputSchema")
             check("search has optional include_docs", "include_docs" in search_schema["properties"] and "include_docs" not in search_schema.get("required", []), search_schema)
+            check("search has optional origin", "origin" in search_schema["properties"] and "origin" not in search_schema.get("required", []), search_schema)
             get_schema = attr(tools["get_observations"], "input_schema", "inputSchema")
             check("get_observations has optional doc_ids", "doc_ids" in get_schema["properties"] and "doc_ids" not in get_schema.get("required", []), get_schema)
 
@@ -128,6 +129,11 @@ async def with_daemon(home):
             check("project null means all", len(items(r)) == 1, text(r))
             r = await s.call_tool("search", {"query": "echo"})
             check("project defaults to the server's", items(r) == [], text(r))
+            # Sync: every result says where it was captured; nothing here came from a teammate.
+            r = await s.call_tool("search", {"query": "echo", "project": None, "origin": "this-device"})
+            check("search by origin: this device's rows, each saying so", not is_error(r) and items(r) and all(h["origin"]["kind"] == "this-device" for h in items(r)), text(r))
+            r = await s.call_tool("search", {"query": "echo", "project": None, "origin": "team"})
+            check("search by origin: no teammate's rows here", not is_error(r) and items(r) == [], text(r))
             r = await s.call_tool("search", {"query": "zebra-unicorn"})
             check("no results is an empty list", not is_error(r) and items(r) == [], text(r))
             r = await s.call_tool("search", {"query": "\"unbalanced"})

@@ -29,5 +29,6 @@ mod service;
 mod sync;
 mod sync_enable;
 mod sync_ops;
+mod sync_origin;
 mod sync_team;
 mod viewer;

@@ -69,6 +69,9 @@ fn engines_present() -> bool {
     false
 }
 
+/// `nmemctl status --json`. A degraded status (exit 2) is still read: on a loaded machine a
+/// probe can miss its deadline while the embedder starts ("not answering"), and a poll should
+/// then look again rather than fail; the caller's conditions decide.
 fn status(home: &Home) -> Value {
     let out = home
         .cmd("nmemctl")
@@ -76,11 +79,15 @@ fn status(home: &Home) -> Value {
         .output()
         .unwrap();
     assert!(
-        out.status.success(),
+        matches!(out.status.code(), Some(0 | 2)),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    serde_json::from_slice(&out.stdout).unwrap()
+    let s: Value = serde_json::from_slice(&out.stdout).unwrap();
+    if out.status.code() == Some(2) {
+        eprintln!("status degraded: {}", s["degraded"]);
+    }
+    s
 }
 
 /// Import the model, record one event, wait until it is embedded; the status's embedding part.

@@ -28,7 +28,9 @@ fn bash(n: usize, command: &str, stdout: &str) -> Vec<u8> {
 fn json_of(out: std::process::Output) -> Value {
     assert!(
         out.status.success(),
-        "{}",
+        "exit {:?}\n{}\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
     serde_json::from_slice(&out.stdout).unwrap()

@@ -13,7 +13,7 @@ use nmem_e2e::{wait_until, Home, Postgres};
 use std::process::Stdio;
 
 /// `nmemctl purge --search Q --yes` on `home`: rows deleted.
-fn purge(home: &Home, search: &str) -> u64 {
+pub fn purge(home: &Home, search: &str) -> u64 {
     let out = home
         .cmd("nmemctl")
         .args(["purge", "--search", search, "--yes", "--json"])
@@ -47,7 +47,7 @@ fn has_ciphertext(pg: &Postgres, device: &str, seq: i64) -> bool {
     )) == "t"
 }
 
-fn finds(home: &Home, q: &str) -> usize {
+pub fn finds(home: &Home, q: &str) -> usize {
     ok_json(home, &["search", q, "--all-projects", "--json"])["items"]
         .as_array()
         .unwrap()
@@ -218,8 +218,8 @@ fn verify_names_a_row_deleted_on_the_server() {
     assert!(text.contains("missing on the server: seq 5"), "{text}");
 }
 
-/// A search's results on `home` as (kind, event id), in order.
-fn search_events(home: &Home, q: &str) -> Vec<(String, String)> {
+/// A search's results on `home` as (kind, event id, origin), in order.
+fn search_events(home: &Home, q: &str) -> Vec<(String, String, serde_json::Value)> {
     let v = ok_json(
         home,
         &["search", q, "--all-projects", "--limit", "50", "--json"],
@@ -243,7 +243,7 @@ fn search_events(home: &Home, q: &str) -> Vec<(String, String)> {
                     |r| r.get(0),
                 )
                 .unwrap();
-            (kind, id)
+            (kind, id, it["origin"].clone())
         })
         .collect()
 }
@@ -288,13 +288,123 @@ fn rebuild_regenerates_the_projections_from_the_log() {
     let r = ok_json(&b, &["rebuild", "--json"]);
     assert_eq!(r["restored"], 4, "{r}");
     assert_eq!(r["events"], 40, "{r}");
-    // The same results. Not yet in the same order: rows stored again get new row ids, and
-    // results of equal score are ordered by row id (docs/sync.md, "Not done yet").
-    let mut after = search_events(&b, "quokkaberry");
-    let mut before = before;
-    after.sort();
-    before.sort();
+    // The same results in the same order, each from where it was: rows stored again keep their
+    // row ids (ties rank by id) and their origin.
+    let after = search_events(&b, "quokkaberry");
     assert_eq!(after, before);
+    assert!(
+        after.iter().any(|h| h.2["kind"] == "my-devices")
+            && after.iter().any(|h| h.2["kind"] == "this-device"),
+        "{after:?}"
+    );
     // Nothing twice.
     assert_eq!(observations(&b), 40);
+    // Again, without --json and not on a terminal: the counts only, nothing on stderr; the
+    // progress route says no rebuild runs.
+    let out = nmem(&b, &["rebuild"]);
+    assert!(out.status.success());
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.starts_with("rebuilt: 40 logged events read, 0 stored again"),
+        "{text}"
+    );
+    assert_eq!(search_events(&b, "quokkaberry"), before);
+    let p = nmem_proto::client::call(
+        &b.paths.socket,
+        "POST",
+        "/v1/rebuild/progress",
+        &[],
+        b"{}",
+        std::time::Duration::from_secs(10),
+    )
+    .unwrap();
+    let p: serde_json::Value = serde_json::from_slice(&p.body).unwrap();
+    assert_eq!(p["running"], false, "{p}");
+}
+
+/// `nmemctl ARGS` on `home`, which must succeed.
+fn ctl_ok(home: &Home, args: &[&str]) {
+    let out = home
+        .cmd("nmemctl")
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "nmemctl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn pinned(home: &Home, event_id: &str) -> bool {
+    home.count(&format!(
+        "SELECT COALESCE(MAX(is_pinned), 0) FROM observations WHERE event_id = '{event_id}'"
+    )) == 1
+}
+
+/// Issue 18: "Pins, forgets and edits are new events". A pin and an unpin on A reach B in order;
+/// a row `redact --apply` rewrites on A (a rule added after it was synced) is rewritten on B,
+/// not deleted, its old envelope gone from B and its old ciphertext nulled by A.
+#[test]
+fn pins_and_redactions_reach_the_other_device_as_edits() {
+    let Some(pg) = Postgres::start() else { return };
+    let a = Home::new("soea");
+    let da = a.start();
+    let phrase = enable(&a, &pg);
+    record(&a, "a", 0..3, "plainwords");
+    record(&a, "a", 3..4, "ACME-SECRET-551234");
+    let b = Home::new("soeb");
+    let _db = b.start();
+    joined(&b, &pg, &phrase);
+    wait_until("B to hold A's 4 events", CONVERGE, || observations(&b) >= 4);
+
+    let id = a.count("SELECT id FROM observations WHERE event_id = 'a-1'");
+    ctl_ok(&a, &["pin", &id.to_string()]);
+    ok_json(&a, &["sync", "now", "--json"]);
+    wait_until("B to pin a-1", CONVERGE, || pinned(&b, "a-1"));
+    ctl_ok(&a, &["unpin", &id.to_string()]);
+    ok_json(&a, &["sync", "now", "--json"]);
+    wait_until("B to unpin a-1", CONVERGE, || !pinned(&b, "a-1"));
+    assert!(!pinned(&b, "a-0") && !pinned(&a, "a-1"));
+
+    // A rule added later, applied to what A stored.
+    let secret_seq = seq_of(&a, "a-3");
+    da.stop();
+    std::fs::write(
+        a.dir.join("config.toml"),
+        "[redact]\npatterns = [ { name = \"acme\", regex = \"ACME-SECRET-[0-9]+\" } ]\n",
+    )
+    .unwrap();
+    let _da = a.start();
+    ctl_ok(&a, &["redact", "--apply", "--json"]);
+    ok_json(&a, &["sync", "now", "--json"]);
+    let secret = "SELECT COUNT(*) FROM observations WHERE content LIKE '%ACME-SECRET%'";
+    wait_until("B to hold a-3 rewritten", CONVERGE, || {
+        b.count(secret) == 0 && event_ids(&b).contains("a-3")
+    });
+    assert_eq!(a.count(secret), 0);
+    assert!(
+        b.count("SELECT COUNT(*) FROM observations WHERE event_id = 'a-3' AND redacted = 1") == 1,
+        "B's row of a-3 is not marked redacted"
+    );
+    assert_eq!(
+        b.count(
+            "SELECT COUNT(*) FROM sync_inbound
+              WHERE event_id = 'a-3' AND CAST(envelope AS TEXT) LIKE '%ACME-SECRET%'"
+        ),
+        0,
+        "B kept the old envelope"
+    );
+    let dev_a = device(&a);
+    assert!(
+        !has_ciphertext(&pg, &dev_a, secret_seq),
+        "A's old ciphertext of a-3 is still on the server"
+    );
+    assert_eq!(event_ids(&a), event_ids(&b));
 }

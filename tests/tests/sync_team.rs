@@ -7,7 +7,7 @@
 //! Every test skips (with the reason printed) when PostgreSQL is not installed, unless
 //! NMEM_REQUIRE_ALL=1.
 
-use nmem_e2e::sync::{device, enable, identity, nmem, ok_json, Space, CONVERGE};
+use nmem_e2e::sync::{device, enable, identity, joined, nmem, ok_json, Space, CONVERGE};
 use nmem_e2e::{wait_until, Home, Postgres};
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -221,9 +221,11 @@ fn excluded_projects_stay_home_and_a_team_gets_only_what_is_shared() {
         ],
     );
     ok_json(a, &["sync", "now", "--json"]);
-    assert_eq!(server_count(pg, "space = 'acme'"), 3);
-    wait_until("C holds the enabled prompt", CONVERGE, || {
-        has_event(&c, "o-prompt2")
+    // The new prompt, and the project's earlier one (the share's backfill, planned again by the
+    // changed `--with`).
+    assert_eq!(server_count(pg, "space = 'acme'"), 4);
+    wait_until("C holds the enabled prompts", CONVERGE, || {
+        has_event(&c, "o-prompt2") && has_event(&c, "o-prompt")
     });
     assert!(!has_event(&c, "o-cmd2"));
 
@@ -330,4 +332,210 @@ fn removing_a_member_rotates_the_key_for_new_events() {
     let out = nmem(&c, &["team", "add", "acme", &pk_b]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("removed"));
+}
+
+/// The sequence number of `event_id` in `home`'s stream of team space `space`.
+fn team_seq(home: &Home, space: &str, event_id: &str) -> i64 {
+    home.db()
+        .query_row(
+            "SELECT seq FROM sync_space_log WHERE space = ?1 AND event_id = ?2",
+            [space, event_id],
+            |r| r.get(0),
+        )
+        .unwrap()
+}
+
+/// Whether the server's row of (space, device, seq) still has its ciphertext.
+fn has_ciphertext(pg: &Postgres, space: &str, device: &str, seq: i64) -> bool {
+    pg.sql(&format!(
+        "SELECT ciphertext IS NOT NULL FROM events
+         WHERE space = '{space}' AND device = '{device}' AND seq = {seq}"
+    )) == "t"
+}
+
+/// Issue 18, test 9 for a team space: a forget of a shared event reaches the team. A purges it:
+/// B (a teammate) stops finding it and will not store it again, and A's ciphertext of it in the
+/// team space is nulled. A forget on A2 (A's other device, not in the team) reaches the team
+/// through A, which shared the event and passes the tombstone on.
+#[test]
+fn a_forget_of_a_shared_event_reaches_the_team() {
+    use crate::sync_ops::{finds, purge};
+    let Some(pg) = Postgres::start() else { return };
+    let a = Home::new("stfa");
+    let a2 = Home::new("stfa2");
+    let b = Home::new("stfb");
+    let (_da, _da2, _db) = (a.start(), a2.start(), b.start());
+    let phrase = enable(&a, &pg);
+    joined(&a2, &pg, &phrase);
+    enable(&b, &pg);
+    ok_json(&a, &["team", "create", "acme", "--json"]);
+    ok_json(&a, &["team", "add", "acme", &identity(&b), "--json"]);
+    ok_json(&b, &["team", "join", "acme", "--json"]);
+    ok_json(&a, &["share", "api", "--team", "acme", "--json"]);
+    send(
+        &a,
+        &[
+            ("t-keep".into(), commit("api", "keepsake")),
+            ("t-gone".into(), commit("api", "zebrafennel")),
+            ("t-relay".into(), failure("api", "ottermint")),
+        ],
+    );
+    ok_json(&a, &["sync", "now", "--json"]);
+    wait_until("B holds the three shared events", CONVERGE, || {
+        ["t-keep", "t-gone", "t-relay"]
+            .iter()
+            .all(|id| has_event(&b, id))
+    });
+    wait_until("A2 holds A's events", CONVERGE, || {
+        has_event(&a2, "t-relay")
+    });
+    assert_eq!(finds(&b, "zebrafennel"), 1);
+    let dev_a = device(&a);
+    let gone = team_seq(&a, "acme", "t-gone");
+    assert!(has_ciphertext(&pg, "acme", &dev_a, gone));
+
+    // A forgets: the team's copy goes too.
+    assert_eq!(purge(&a, "zebrafennel"), 1);
+    ok_json(&a, &["sync", "now", "--json"]);
+    assert!(
+        !has_ciphertext(&pg, "acme", &dev_a, gone),
+        "the team space kept its ciphertext"
+    );
+    wait_until("B to forget t-gone", CONVERGE, || !has_event(&b, "t-gone"));
+    assert_eq!(finds(&b, "zebrafennel"), 0);
+    assert_eq!(
+        b.count("SELECT COUNT(*) FROM sync_tombstones WHERE event_id = 't-gone'"),
+        1,
+        "B must never store it again"
+    );
+    assert_eq!(
+        b.count("SELECT COUNT(*) FROM sync_inbound WHERE event_id = 't-gone'"),
+        0
+    );
+    assert_eq!(
+        a.count(
+            "SELECT COUNT(*) FROM sync_space_log WHERE event_id = 't-gone' AND length(envelope) > 0"
+        ),
+        0,
+        "A's team stream kept its plaintext"
+    );
+
+    // A2 forgets an event A shared: A passes it on to the team, and nulls it there.
+    let relay = team_seq(&a, "acme", "t-relay");
+    assert_eq!(purge(&a2, "ottermint"), 1);
+    ok_json(&a2, &["sync", "now", "--json"]);
+    wait_until(
+        "A and B to forget t-relay, and A to null it in the team space",
+        CONVERGE,
+        || {
+            !has_event(&a, "t-relay")
+                && !has_event(&b, "t-relay")
+                && !has_ciphertext(&pg, "acme", &dev_a, relay)
+        },
+    );
+    // The rest is intact.
+    assert!(has_event(&b, "t-keep") && has_event(&a, "t-keep"));
+    assert_eq!(finds(&b, "keepsake"), 1);
+}
+
+/// The knowledge items of `home`'s search for `q` in project `api`: (status, pinned) of each.
+fn knowledge_found(home: &Home, q: &str) -> Vec<(String, bool)> {
+    ok_json(home, &["search", q, "--project", "api", "--json"])["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["kind"] == "knowledge")
+        .map(|i| {
+            let k = &i["knowledge"];
+            (
+                k["status"].as_str().unwrap_or_default().to_string(),
+                k["is_pinned"].as_bool().unwrap_or(false),
+            )
+        })
+        .collect()
+}
+
+/// Knowledge items of a shared project travel to the team by default, and so do their changes:
+/// A records a decision as a candidate; B (a teammate) finds it; A's promote and pin reach B, in
+/// order, applied once. An item of a project that is not shared stays with A's own devices.
+#[test]
+fn knowledge_items_and_their_changes_reach_the_team() {
+    let Some(pg) = Postgres::start() else { return };
+    let a = Home::new("stka");
+    let b = Home::new("stkb");
+    let (_da, _db) = (a.start(), b.start());
+    enable(&a, &pg);
+    enable(&b, &pg);
+    ok_json(&a, &["team", "create", "acme", "--json"]);
+    ok_json(&a, &["team", "add", "acme", &identity(&b), "--json"]);
+    ok_json(&b, &["team", "join", "acme", "--json"]);
+    ok_json(&a, &["share", "api", "--team", "acme", "--json"]);
+    let add = |project: &str, title: &str| {
+        ok_json(
+            &a,
+            &[
+                "knowledge",
+                "add",
+                "--kind",
+                "decision",
+                "--title",
+                title,
+                "--reason",
+                "offset pagination skipped rows under concurrent inserts",
+                "--status",
+                "candidate",
+                "--project",
+                project,
+                "--json",
+            ],
+        )["item"]["id"]
+            .as_i64()
+            .unwrap()
+    };
+    let id = add("api", "Invoices page by keyset cursor");
+    add("private-proj", "Ledger pages by keyset cursor");
+    ok_json(&a, &["sync", "now", "--json"]);
+    wait_until("B finds the shared decision", CONVERGE, || {
+        knowledge_found(&b, "keyset cursor") == [("candidate".to_string(), false)]
+    });
+    assert_eq!(
+        b.count("SELECT COUNT(*) FROM knowledge WHERE project = 'private-proj'"),
+        0,
+        "an unshared project's item reached the team"
+    );
+
+    // Its governance follows: promoted, then pinned, on A.
+    let sid = id.to_string();
+    ok_json(
+        &a,
+        &[
+            "knowledge",
+            "promote",
+            &sid,
+            "--reason",
+            "reviewed",
+            "--json",
+        ],
+    );
+    ok_json(&a, &["knowledge", "pin", &sid, "--json"]);
+    ok_json(&a, &["sync", "now", "--json"]);
+    wait_until("B sees it promoted and pinned", CONVERGE, || {
+        knowledge_found(&b, "keyset cursor") == [("active".to_string(), true)]
+    });
+    // Applied once, with the trail: created, promoted, pinned.
+    let trail: Vec<String> = b
+        .db()
+        .prepare(
+            "SELECT a.action FROM knowledge_audit a JOIN knowledge k ON k.id = a.knowledge_id
+              WHERE k.project = 'api' ORDER BY a.id",
+        )
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(trail, ["created", "promoted", "pinned"]);
+    // Nothing of it in plaintext on the server.
+    let dump = String::from_utf8_lossy(&pg.dump()).to_string();
+    assert!(!dump.contains("keyset"), "plaintext on the server");
 }

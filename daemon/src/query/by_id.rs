@@ -54,6 +54,13 @@ mod tests {
             )
             .unwrap();
         }
+        // Every third row received from a teammate (`sync_sources`, migration 017).
+        tx.execute_batch(
+            "INSERT INTO sync_sources (kind, space, device) VALUES ('team', 'acme', 'd1');
+             UPDATE observations SET origin = 1 WHERE id % 3 = 0;
+             UPDATE prompts SET origin = 1 WHERE id % 3 = 0;",
+        )
+        .unwrap();
         tx.commit().unwrap();
         (dir, c)
     }
@@ -90,11 +97,25 @@ mod tests {
         sql_trace::install_always(&c);
         let ids: Vec<i64> = (1..=60).map(|i| i * 97).collect();
         for (table, alias) in [("observations", "o"), ("prompts", "p")] {
+            use nmem_proto::query::OriginFilter;
+            let origins = [
+                OriginFilter::ThisDevice,
+                OriginFilter::MyDevices,
+                OriginFilter::Team,
+            ]
+            .map(|o| {
+                " AND {a}.project = ?".to_string()
+                    + &crate::query::search::origin_sql(o, "{a}").unwrap()
+            });
             for filters in [
                 " AND {a}.project = ?",
                 " AND {a}.project = ? AND {a}.timestamp >= ? AND {a}.timestamp <= ?",
                 " AND {a}.timestamp >= ?",
-            ] {
+            ]
+            .iter()
+            .copied()
+            .chain(origins.iter().map(String::as_str))
+            {
                 let filters = filters.replace("{a}", alias);
                 let mut args: Vec<Value> = ids.iter().map(|&i| Value::Integer(i)).collect();
                 if filters.contains("project") {

@@ -16,7 +16,7 @@
 //! relevance (the fused score), blended (with recency), or by date. Every hit says how it was
 //! found (`retrieval_sources`).
 
-use super::fts_query::{self, LexPlan, ALL_WORDS, MAX_QUERY_BYTES, MEANINGFUL_WORDS};
+use super::fts_query::{self, LexPlan, ALL_WORDS, MAX_QUERY_BYTES, MEANINGFUL_WORDS, MOST_WORDS};
 use super::intent::Kinds;
 use super::{catch_up_index, clamp, millis, project_of, QueryError};
 use crate::app::App;
@@ -32,7 +32,8 @@ use crate::store::bm25;
 use crate::store::project_ids::{self, Bits, ProjectIds};
 use nmem_proto::obs::ObsType;
 use nmem_proto::query::{
-    OrderBy, QueryUse, RetrievalSource, SearchHit, SearchMode, SearchReply, SearchRequest,
+    OrderBy, Origin, OriginFilter, QueryUse, RetrievalSource, SearchHit, SearchMode, SearchReply,
+    SearchRequest,
 };
 use rusqlite::types::Value as Sql;
 use rusqlite::Connection;
@@ -76,16 +77,21 @@ pub async fn search(app: &App, req: SearchRequest) -> Result<SearchReply, QueryE
     check_list("obs_type", &types, MAX_TYPES, MAX_NAME)?;
     check_list("files", &files, MAX_FILES, MAX_PATH)?;
     let lex = fts_query::plan(&text);
-    let know = crate::knowledge::SearchScope::new(
+    // Documents and knowledge items are this device's: an origin filter for other devices only
+    // leaves them out.
+    let origin = req.origin.unwrap_or_default();
+    let mut know = crate::knowledge::SearchScope::new(
         &types,
         !files.is_empty(),
         req.include_knowledge,
         req.knowledge_status,
     )?;
+    know.wanted &= origin.keeps_local();
     // Documents come after the agent's own rows: asked with `obs_type: "doc"` (then alone),
     // left out with `include_docs: false` or a type filter without `doc`.
-    let docs_wanted =
-        req.include_docs.unwrap_or(true) && (types.is_empty() || types.iter().any(|t| t == "doc"));
+    let docs_wanted = req.include_docs.unwrap_or(true)
+        && origin.keeps_local()
+        && (types.is_empty() || types.iter().any(|t| t == "doc"));
     let docs_only = !types.is_empty() && types.iter().all(|t| t == "doc");
     let mut notes = Vec::new();
     let availability = app.semantic.availability();
@@ -136,6 +142,7 @@ pub async fn search(app: &App, req: SearchRequest) -> Result<SearchReply, QueryE
         offset: req.offset.unwrap_or(0).clamp(0, 10_000),
         prompts: req.include_prompts.unwrap_or(true),
         kinds: Kinds::of(&text),
+        origin,
     };
     // Knowledge and work items are ranked apart ([`knowledge_hits`]) and merged into the fused
     // list by score: the observations are taken from the top to the page's end, so every page of
@@ -389,6 +396,8 @@ struct Plan {
     prompts: bool,
     /// The kinds of fact the query's words ask for (`[search] question_kinds`).
     kinds: Kinds,
+    /// Where the rows were captured (`sync_sources`; a row's `origin` is NULL on this device).
+    origin: OriginFilter,
 }
 
 const PROMPT_TYPES: &[&str] = &["prompt", "user_prompt", "agent_reasoning", "reasoning"];
@@ -399,9 +408,11 @@ struct Ranked {
     tier: Option<&'static str>,
     weight: f64,
     keys: Vec<Key>,
-    /// Semantic: each key's similarity; context: each key's prompt.
+    /// Semantic: each key's similarity; context: each key's prompt; lexical: each key's BM25
+    /// score (negative, lower is better).
     similarity: Vec<f32>,
     prompt: Vec<i64>,
+    bm25: Vec<f64>,
 }
 
 impl Ranked {
@@ -413,6 +424,7 @@ impl Ranked {
             keys: Vec::new(),
             similarity: Vec::new(),
             prompt: Vec::new(),
+            bm25: Vec::new(),
         }
     }
 }
@@ -464,6 +476,7 @@ impl Plan {
                 let mut list = Ranked::new("lexical", Some(name), weight);
                 for h in hits {
                     list.keys.push(key(&h));
+                    list.bm25.push(h.score);
                     found.entry(key(&h)).or_insert(h);
                 }
                 lists.push(list);
@@ -486,7 +499,8 @@ impl Plan {
         let filtered = !self.types.is_empty()
             || !self.files.is_empty()
             || self.from.is_some()
-            || self.to.is_some();
+            || self.to.is_some()
+            || self.origin != OriginFilter::Any;
         let pool = self.pool();
         let n = if filtered { pool * 4 } else { pool } as usize;
         self.semantic
@@ -713,8 +727,11 @@ impl Plan {
         }
     }
 
-    /// The time filters.
+    /// The time and origin filters.
     fn common(&self, t: &str, sql: &mut String, args: &mut Vec<Sql>) {
+        if let Some(f) = origin_sql(self.origin, t) {
+            sql.push_str(&f);
+        }
         if let Some(from) = self.from {
             sql.push_str(&format!(" AND {t}.timestamp >= ?"));
             args.push(Sql::Integer(from));
@@ -1004,6 +1021,22 @@ impl Plan {
     }
 }
 
+/// The origin filter on the rows of alias `t` (`None` for any origin). `sync_sources` holds a
+/// row per device pulled from: the subquery runs once per statement.
+pub(crate) fn origin_sql(origin: OriginFilter, t: &str) -> Option<String> {
+    match origin {
+        OriginFilter::Any => None,
+        OriginFilter::ThisDevice => Some(format!(" AND {t}.origin IS NULL")),
+        OriginFilter::MyDevices => Some(format!(
+            " AND ({t}.origin IS NULL OR {t}.origin IN \
+             (SELECT id FROM sync_sources WHERE kind = 'my-devices'))"
+        )),
+        OriginFilter::Team => Some(format!(
+            " AND {t}.origin IN (SELECT id FROM sync_sources WHERE kind = 'team')"
+        )),
+    }
+}
+
 /// Weighted reciprocal rank fusion. A result matching every word gets a bonus equal to the
 /// best a semantic-only result can get, so it stays above every result found by meaning
 /// alone; among themselves, results are ordered by the sum of their sources' contributions.
@@ -1034,7 +1067,8 @@ fn fuse_for(
     let meaning_found = lists
         .iter()
         .any(|l| l.source == "semantic" && !l.keys.is_empty());
-    let loose_factor = if !strict_matched && meaning_found {
+    let unmatched = !strict_matched && meaning_found;
+    let loose_factor = if unmatched {
         cfg.weight_loose_unmatched.clamp(0.0, 1.0)
     } else {
         1.0
@@ -1050,9 +1084,12 @@ fn fuse_for(
                 continue;
             } else if list.source == "semantic" || strict {
                 list.weight
+            } else if list.tier == Some(MOST_WORDS) && unmatched {
+                list.weight * cfg.weight_most_unmatched.clamp(0.0, 1.0)
             } else {
                 list.weight * loose_factor
             };
+        let scaled = Scaled::of(cfg, list, &found);
         let mut rank = 0u32;
         for (i, key) in list.keys.iter().enumerate() {
             if !found.contains_key(key) {
@@ -1069,7 +1106,7 @@ fn fuse_for(
                 continue;
             }
             rank += 1;
-            let mut contribution = weight / (k + rank as f64);
+            let mut contribution = weight * scaled.vote(i, k, rank);
             if list.tier == Some(ALL_WORDS) {
                 contribution += bonus;
             }
@@ -1092,8 +1129,18 @@ fn fuse_for(
             Some(h)
         })
         .collect();
+    let meaning_only = if strict_matched {
+        cfg.weight_meaning_only.clamp(0.0, 1.0)
+    } else {
+        1.0
+    };
     for h in &mut hits {
         h.score *= type_factor(cfg, h).clamp(0.0, 1.0);
+        if h.retrieval_sources.iter().all(|s| {
+            s.source == "semantic" || (s.source == "context" && s.tier.as_deref() == Some(MEANING))
+        }) {
+            h.score *= meaning_only;
+        }
         if cfg.question_kinds && kinds.matches(h) {
             h.score *= cfg.weight_kind.clamp(0.0, 4.0);
         }
@@ -1113,6 +1160,83 @@ fn fuse_for(
         collapse_repeats(&mut hits);
     }
     hits
+}
+
+/// How a list's result votes: by its rank alone (reciprocal rank), or partly by its score
+/// placed within the list's (`semantic_scale`, `lexical_scale`): similarity between the
+/// list's lowest and highest, BM25 over the best.
+struct Scaled<'a> {
+    share: f64,
+    /// Semantic: the lowest and highest similarity of the found keys.
+    range: Option<(f32, f32)>,
+    /// Lexical: the best (lowest) BM25 score of the found keys.
+    best: Option<f64>,
+    similarity: &'a [f32],
+    bm25: &'a [f64],
+}
+
+impl<'a> Scaled<'a> {
+    fn of(cfg: &SearchConfig, list: &'a Ranked, found: &HashMap<Key, SearchHit>) -> Scaled<'a> {
+        let share = match list.source {
+            "semantic" => cfg.semantic_scale,
+            "lexical" => cfg.lexical_scale,
+            _ => 0.0,
+        };
+        let share = if share.is_finite() {
+            share.clamp(0.0, 1.0)
+        } else {
+            0.0
+        };
+        let present = |i: &usize| found.contains_key(&list.keys[*i]);
+        let range = (0..list.similarity.len().min(list.keys.len()))
+            .filter(present)
+            .map(|i| list.similarity[i])
+            .filter(|s| s.is_finite())
+            .fold(None, |r: Option<(f32, f32)>, s| {
+                Some(r.map_or((s, s), |(lo, hi)| (lo.min(s), hi.max(s))))
+            });
+        let best = (0..list.bm25.len().min(list.keys.len()))
+            .filter(present)
+            .map(|i| list.bm25[i])
+            .filter(|s| s.is_finite())
+            .reduce(f64::min);
+        Scaled {
+            share,
+            range,
+            best,
+            similarity: &list.similarity,
+            bm25: &list.bm25,
+        }
+    }
+
+    /// The vote (before the list's weight) of the list's `i`th key, the `rank`th found.
+    fn vote(&self, i: usize, k: f64, rank: u32) -> f64 {
+        let by_rank = 1.0 / (k + rank as f64);
+        if self.share == 0.0 {
+            return by_rank;
+        }
+        let place = if let (Some((lo, hi)), Some(s)) = (self.range, self.similarity.get(i)) {
+            if hi > lo {
+                f64::from((s - lo) / (hi - lo))
+            } else {
+                1.0
+            }
+        } else if let (Some(best), Some(s)) = (self.best, self.bm25.get(i)) {
+            if best < 0.0 {
+                s / best
+            } else {
+                1.0
+            }
+        } else {
+            return by_rank;
+        };
+        let place = if place.is_finite() {
+            place.clamp(0.0, 1.0)
+        } else {
+            1.0
+        };
+        (1.0 - self.share) * by_rank + self.share * place / (k + 1.0)
+    }
 }
 
 /// The factor on a hit's fused score for what kind of row it is: rows that record looking,
@@ -1230,9 +1354,35 @@ fn collapse_repeats(hits: &mut Vec<SearchHit>) {
     *hits = first;
 }
 
-const OBS_HIT: &str =
-    "o.id, o.timestamp, o.obs_type, substr(o.content, 1, 120), o.file_path, o.session_id, o.project";
-const PROMPT_HIT: &str = "p.id, p.timestamp, p.source, p.content, p.session_id, p.project";
+/// A row's origin as JSON (NULL on this device): a lookup in the small `sync_sources` by id,
+/// only for the rows a search returns.
+macro_rules! origin_of {
+    ($t:literal) => {
+        concat!(
+            "(SELECT json_object('kind', s.kind, 'device', s.device, 'space', \
+             CASE s.kind WHEN 'team' THEN s.space END) FROM sync_sources s WHERE s.id = ",
+            $t,
+            ".origin)"
+        )
+    };
+}
+
+const OBS_HIT: &str = concat!(
+    "o.id, o.timestamp, o.obs_type, substr(o.content, 1, 120), o.file_path, o.session_id, o.project, ",
+    origin_of!("o")
+);
+const PROMPT_HIT: &str = concat!(
+    "p.id, p.timestamp, p.source, p.content, p.session_id, p.project, ",
+    origin_of!("p")
+);
+
+/// A hit's origin from its JSON column (NULL: this device).
+fn origin(r: &rusqlite::Row, i: usize) -> rusqlite::Result<Origin> {
+    let json: Option<String> = r.get(i)?;
+    Ok(json
+        .and_then(|j| serde_json::from_str(&j).ok())
+        .unwrap_or_default())
+}
 
 /// Run `f` with the project's row set as `nmem_in_project`'s, when there is one.
 fn filtered<T>(bits: Option<&Arc<Bits>>, f: impl FnOnce() -> T) -> T {
@@ -1254,7 +1404,8 @@ fn obs_hit(r: &rusqlite::Row) -> rusqlite::Result<SearchHit> {
         file_path: r.get(4)?,
         session_id: r.get(5)?,
         project: r.get(6)?,
-        score: r.get(7)?,
+        origin: origin(r, 7)?,
+        score: r.get(8)?,
         retrieval_sources: Vec::new(),
         doc: None,
         knowledge: None,
@@ -1279,7 +1430,8 @@ fn prompt_hit(r: &rusqlite::Row) -> rusqlite::Result<SearchHit> {
         file_path: None,
         session_id: r.get(4)?,
         project: r.get(5)?,
-        score: r.get(6)?,
+        origin: origin(r, 6)?,
+        score: r.get(7)?,
         retrieval_sources: Vec::new(),
         doc: None,
         knowledge: None,
@@ -1346,6 +1498,7 @@ mod tests {
             retrieval_sources: Vec::new(),
             doc: None,
             knowledge: None,
+            origin: Origin::default(),
         }
     }
 
@@ -1770,5 +1923,142 @@ mod tests {
         assert_eq!(ids(fuse_for(&cfg, change, l, f)), [1, 2]);
         let (l, f) = lists();
         assert_eq!(ids(fuse_for(&cfg, Kinds::default(), l, f)), [1, 2]);
+    }
+
+    #[test]
+    fn a_far_semantic_row_votes_by_its_similarity_when_asked() {
+        // 1 matched every meaningful word (first); 20 rows found by meaning, 100 first
+        // (similarity 0.6) down to 119, barely closer than the rest (0.3).
+        let lists = || {
+            let mut words = Ranked::new("lexical", Some(MEANINGFUL_WORDS), 0.5);
+            words.keys = vec![key(1)];
+            words.bm25 = vec![-4.0];
+            let mut semantic = Ranked::new("semantic", None, 1.0);
+            semantic.keys = (100..120).map(key).collect();
+            semantic.similarity = (0..20).map(|i| 0.6 - 0.3 * i as f32 / 19.0).collect();
+            let found: HashMap<Key, SearchHit> = std::iter::once(1)
+                .chain(100..120)
+                .map(|i| (key(i), hit(i)))
+                .collect();
+            (vec![words, semantic], found)
+        };
+        let at = |hits: &[SearchHit], id: i64| hits.iter().position(|h| h.id == id).unwrap();
+        // By rank alone, the 20th nearest row (1 / 80) outvotes the word match (0.5 / 61).
+        let (l, f) = lists();
+        let hits = fuse(&SearchConfig::default(), l, f);
+        assert!(at(&hits, 119) < at(&hits, 1));
+        // By similarity, it votes nothing; the nearest still votes in full.
+        let cfg = SearchConfig {
+            semantic_scale: 1.0,
+            ..Default::default()
+        };
+        let (l, f) = lists();
+        let hits = fuse(&cfg, l, f);
+        assert!(at(&hits, 1) < at(&hits, 119));
+        assert_eq!(hits[0].id, 100);
+        assert!((hits[0].score - 1.0 / 61.0).abs() < 1e-9);
+        // Half and half lies between.
+        let half = SearchConfig {
+            semantic_scale: 0.5,
+            ..Default::default()
+        };
+        let (l, f) = lists();
+        let hits = fuse(&half, l, f);
+        let s = hits[at(&hits, 119)].score;
+        assert!((s - 0.5 / 80.0).abs() < 1e-9, "{s}");
+    }
+
+    #[test]
+    fn a_far_better_word_match_keeps_its_lead_when_asked() {
+        // 1 and 2 match every word, 1 far better (BM25 -10 against -2); meaning puts 2 first and
+        // 1 third.
+        let lists = || {
+            let mut all = Ranked::new("lexical", Some(ALL_WORDS), 1.0);
+            all.keys = vec![key(1), key(2)];
+            all.bm25 = vec![-10.0, -2.0];
+            let mut semantic = Ranked::new("semantic", None, 1.0);
+            semantic.keys = vec![key(2), key(9), key(1)];
+            semantic.similarity = vec![0.7, 0.6, 0.5];
+            let found: HashMap<Key, SearchHit> =
+                [1, 2, 9].map(|i| (key(i), hit(i))).into_iter().collect();
+            (vec![all, semantic], found)
+        };
+        let ids = |hits: Vec<SearchHit>| hits.iter().map(|h| h.id).collect::<Vec<_>>();
+        let (l, f) = lists();
+        assert_eq!(ids(fuse(&SearchConfig::default(), l, f)), [2, 1, 9]);
+        let cfg = SearchConfig {
+            lexical_scale: 1.0,
+            ..Default::default()
+        };
+        let (l, f) = lists();
+        assert_eq!(ids(fuse(&cfg, l, f)), [1, 2, 9]);
+        // Scores that are not numbers vote by rank, never poison the order.
+        let (mut l, f) = lists();
+        l[0].bm25 = vec![f64::NAN, f64::NAN];
+        l[1].similarity = vec![f32::NAN; 3];
+        let cfg = SearchConfig {
+            lexical_scale: 1.0,
+            semantic_scale: 1.0,
+            ..Default::default()
+        };
+        let hits = fuse(&cfg, l, f);
+        assert!(hits.iter().all(|h| h.score.is_finite()));
+    }
+
+    #[test]
+    fn most_words_keeps_its_own_factor_when_nothing_matched_every_word() {
+        // Nothing matched every word; 1 matched all but one (and any word), meaning found 5.
+        let lists = || {
+            let mut most = Ranked::new("lexical", Some(MOST_WORDS), 0.5);
+            most.keys = vec![key(1)];
+            let mut any = Ranked::new("lexical", Some(fts_query::ANY_WORD), 0.2);
+            any.keys = vec![key(1)];
+            let mut semantic = Ranked::new("semantic", None, 1.0);
+            semantic.keys = vec![key(5)];
+            semantic.similarity = vec![0.5];
+            let found: HashMap<Key, SearchHit> =
+                [1, 5].map(|i| (key(i), hit(i))).into_iter().collect();
+            (vec![most, any, semantic], found)
+        };
+        let score = |cfg: &SearchConfig| {
+            let (l, f) = lists();
+            fuse(cfg, l, f).iter().find(|h| h.id == 1).unwrap().score
+        };
+        let any = 0.2 * 0.25 / 61.0;
+        assert!((score(&SearchConfig::default()) - (0.5 * 0.25 / 61.0 + any)).abs() < 1e-12);
+        let cfg = SearchConfig {
+            weight_most_unmatched: 1.0,
+            ..Default::default()
+        };
+        assert!((score(&cfg) - (0.5 / 61.0 + any)).abs() < 1e-12);
+    }
+
+    #[test]
+    fn meaning_only_rows_count_less_when_the_words_matched_when_asked() {
+        // 1 matched every word; 2 came under its prompt (context); 3 and 4 by meaning alone.
+        let lists = |strict: Vec<Key>| {
+            let mut all = Ranked::new("lexical", Some(ALL_WORDS), 1.0);
+            all.keys = strict;
+            let mut ctx = Ranked::new("context", None, 0.6);
+            ctx.keys = vec![key(2)];
+            let mut semantic = Ranked::new("semantic", None, 1.0);
+            semantic.keys = vec![key(3), key(4)];
+            semantic.similarity = vec![0.5, 0.4];
+            let found: HashMap<Key, SearchHit> =
+                [1, 2, 3, 4].map(|i| (key(i), hit(i))).into_iter().collect();
+            (vec![all, ctx, semantic], found)
+        };
+        let ids = |hits: Vec<SearchHit>| hits.iter().map(|h| h.id).collect::<Vec<_>>();
+        let (l, f) = lists(vec![key(1)]);
+        assert_eq!(ids(fuse(&SearchConfig::default(), l, f)), [1, 3, 4, 2]);
+        let cfg = SearchConfig {
+            weight_meaning_only: 0.5,
+            ..Default::default()
+        };
+        let (l, f) = lists(vec![key(1)]);
+        assert_eq!(ids(fuse(&cfg, l, f)), [1, 2, 3, 4]);
+        // Nothing matched every word: meaning keeps its weight.
+        let (l, f) = lists(vec![]);
+        assert_eq!(ids(fuse(&cfg, l, f)), [3, 4, 2]);
     }
 }

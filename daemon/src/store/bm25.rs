@@ -23,8 +23,11 @@ use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void};
 use std::sync::{Arc, Mutex};
 
-/// Index states remembered at once (the newest; a request still reading an older snapshot
-/// finds its own).
+/// Index states remembered at once per table (the newest; a request still reading an older
+/// snapshot finds its own). Per table: a write changes one table's index, and the other
+/// tables' counts stay good (one slot list for all tables let each write to the observations
+/// evict the unchanged prompts' counts, so a search after a write walked both: at 1M rows the
+/// prompts' walk was as long as the observations').
 const STATES: usize = 4;
 /// Phrases remembered per state (a few bytes each); past it, that state starts afresh.
 const PHRASES: usize = 4096;
@@ -62,8 +65,12 @@ impl DocFreq {
         let at = match inner.states.iter().position(|(s, _)| s == sig) {
             Some(i) => i,
             None => {
-                if inner.states.len() >= STATES {
-                    inner.states.remove(0);
+                let table = table_of(sig);
+                let same: Vec<usize> = (0..inner.states.len())
+                    .filter(|&i| table_of(&inner.states[i].0) == table)
+                    .collect();
+                if same.len() >= STATES {
+                    inner.states.remove(same[0]);
                 }
                 inner.states.push((sig.to_vec(), HashMap::new()));
                 inner.states.len() - 1
@@ -82,14 +89,22 @@ impl DocFreq {
     }
 }
 
+/// The table a signature is of: its bytes up to the first NUL ([`signature`] puts one after
+/// the table's name).
+fn table_of(sig: &[u8]) -> &[u8] {
+    sig.split(|&b| b == 0).next().unwrap_or(sig)
+}
+
 /// The signature of an FTS5 table's index (`table` is `observations_fts` or `prompts_fts`): its
-/// averages (id 1) and structure (id 10) records. Read it in the transaction that runs the query.
+/// name, a NUL, then its averages (id 1) and structure (id 10) records. Read it in the
+/// transaction that runs the query.
 pub fn signature(c: &Connection, table: &str) -> rusqlite::Result<Vec<u8>> {
     let mut stmt = c.prepare_cached(&format!(
         "SELECT block FROM {table}_data WHERE id IN (1, 10) ORDER BY id"
     ))?;
     let mut rows = stmt.query([])?;
     let mut sig = table.as_bytes().to_vec();
+    sig.push(0);
     while let Some(r) = rows.next()? {
         let b = r.get_ref(0)?.as_blob_or_null()?.unwrap_or_default();
         sig.extend_from_slice(&(b.len() as u64).to_le_bytes());
@@ -478,5 +493,57 @@ mod tests {
         let after = scores(&c, "nmem_bm25", "\"cargo\"", Some(&sig3));
         assert_eq!(after, scores(&c, "bm25", "\"cargo\"", None));
         assert_eq!(cache.walked(), 4);
+    }
+
+    #[test]
+    fn writes_to_one_table_do_not_evict_another_tables_counts() {
+        let (c, cache) = db();
+        c.execute_batch(
+            "CREATE VIRTUAL TABLE u_fts USING fts5(content, terms, content='',
+                 contentless_delete=1, tokenize='porter unicode61');",
+        )
+        .unwrap();
+        for i in 1..=20 {
+            c.execute(
+                "INSERT INTO u_fts (rowid, content, terms) VALUES (?1, 'cargo test prompt', '')",
+                [i],
+            )
+            .unwrap();
+        }
+        fill(&c, &[("cargo test".into(), String::new())]);
+        let scores_u = |sig: &[u8]| {
+            let mut st = c
+                .prepare(
+                    "SELECT rowid, nmem_bm25(u_fts, 1.0, 0.5, ?1) FROM u_fts \
+                     WHERE u_fts MATCH '\"cargo\"' ORDER BY rowid",
+                )
+                .unwrap();
+            st.query_map([sig], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, f64>(1)?)))
+                .unwrap()
+                .collect::<Result<Vec<_>, _>>()
+                .unwrap()
+        };
+        let sig_u = signature(&c, "u_fts").unwrap();
+        let before = scores_u(&sig_u);
+        assert_eq!(cache.walked(), 1);
+        // Many writes to t_fts, each searched: more states of t_fts than the cache keeps.
+        for i in 0..(STATES as i64 * 3) {
+            c.execute(
+                "INSERT INTO t_fts (rowid, content, terms) VALUES (?1, 'cargo build', '')",
+                [100 + i],
+            )
+            .unwrap();
+            let sig = signature(&c, "t_fts").unwrap();
+            scores(&c, "nmem_bm25", "\"cargo\"", Some(&sig));
+        }
+        let walked = cache.walked();
+        // u_fts did not change: its count is still remembered, and the scores are the same.
+        assert_eq!(signature(&c, "u_fts").unwrap(), sig_u);
+        assert_eq!(scores_u(&sig_u), before);
+        assert_eq!(
+            cache.walked(),
+            walked,
+            "u_fts's count was evicted by t_fts's writes"
+        );
     }
 }

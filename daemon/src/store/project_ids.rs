@@ -11,7 +11,8 @@
 //!
 //! Exactness: ids are AUTOINCREMENT (never reused) and a row's project never changes, so a set
 //! built once is brought up to date by adding the rows with a larger id, read in the search's own
-//! read transaction: every row the search's snapshot holds is in the set. A deleted row's bit
+//! read transaction: every row the search's snapshot holds is in the set. The one writer of a
+//! lower id, `nmem rebuild` (a lost row stored again under its own id), clears the sets. A deleted row's bit
 //! stays set, which is harmless: the full-text index no longer returns its id. Results are
 //! therefore the join's, row for row.
 //!
@@ -168,6 +169,16 @@ impl ProjectIds {
             }
         }
         Ok(Some(bits))
+    }
+
+    /// Drop every set: rows were stored under ids below the ones the sets were brought up to
+    /// (`nmem rebuild` restores rows under their old ids), which the rule above would miss.
+    pub fn clear(&self) {
+        self.inner
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entries
+            .clear();
     }
 
     /// Bytes held by the sets (for tests and figures).

@@ -476,7 +476,8 @@ fn timing(ev: &Prepared, success: bool, commit_ms: f64) -> crate::web::ops::Even
 type DedupKey = (crate::dedup::Key, i64);
 
 /// [`apply`], then sync's hook (docs/sync.md): a stored event's envelope is appended to the
-/// outbound log in the same transaction (nothing when sync is disabled).
+/// outbound log in the same transaction, with the ids its rows got (nothing when sync is
+/// disabled).
 fn apply_logged(
     conn: &Connection,
     ev: &Prepared,
@@ -484,19 +485,83 @@ fn apply_logged(
     staged: &[DedupKey],
     gens: &mut Generations,
 ) -> rusqlite::Result<(Applied, Option<DedupKey>)> {
-    let done = apply(conn, ev, dedup, staged, gens)?;
+    let mut place = Placement::default();
+    let done = apply(conn, ev, dedup, staged, gens, &mut place)?;
     if done.0.outcome == RecordOutcome::Stored {
-        crate::sync::log::append(conn, ev)?;
+        crate::sync::log::append(conn, ev, &place.ids)?;
     }
     Ok(done)
 }
 
+/// The ids an event's rows were given here: its record's, and its thoughts' in their order
+/// (`None` for one not stored). Kept with the event in the log (`sync_log.row_id`,
+/// `thought_ids`), so that `nmem rebuild` stores a lost row again under its own id: search
+/// ranks ties and walks its candidates by id, so the same ids give the same results in the same
+/// order.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct RowIds {
+    pub record: Option<i64>,
+    pub thoughts: Vec<Option<i64>>,
+}
+
+impl RowIds {
+    /// `thought_ids`' stored form: a JSON array, or NULL when the event has no thoughts.
+    pub fn thoughts_json(&self) -> Option<String> {
+        (!self.thoughts.is_empty())
+            .then(|| serde_json::to_string(&self.thoughts).expect("ids serialise"))
+    }
+
+    pub fn from_columns(record: Option<i64>, thoughts: Option<String>) -> RowIds {
+        RowIds {
+            record,
+            thoughts: thoughts
+                .and_then(|t| serde_json::from_str(&t).ok())
+                .unwrap_or_default(),
+        }
+    }
+}
+
+/// Where [`apply`] puts an event's rows, and the ids they got.
+#[derive(Debug, Default)]
+pub struct Placement {
+    /// Their source (`sync_sources.id`, docs/sync.md "Origin"); `None`: captured on this device.
+    pub origin: Option<i64>,
+    /// The ids to store them under when free (`nmem rebuild`: the ids they had).
+    pub restore: Option<RowIds>,
+    /// Out: the ids they were given.
+    pub ids: RowIds,
+}
+
+impl Placement {
+    /// The id to insert a row of `table` under: the one it had, when it is free (ids are
+    /// AUTOINCREMENT, never reused, so a free old id is that row's own), else a new one (NULL).
+    fn id_for(
+        &self,
+        conn: &Connection,
+        table: &str,
+        had: impl Fn(&RowIds) -> Option<i64>,
+    ) -> rusqlite::Result<Option<i64>> {
+        let Some(id) = self.restore.as_ref().and_then(had) else {
+            return Ok(None);
+        };
+        let taken = conn
+            .prepare_cached(&format!("SELECT 1 FROM {table} WHERE id = ?1"))?
+            .exists([id])?;
+        Ok((!taken).then_some(id))
+    }
+}
+
 /// Store an event pulled from another device exactly as a local one (no dedup window: it was
 /// deduplicated where it happened), with its follow-ups and digest counters, without logging
-/// it: it belongs to its origin's stream. Returns whether it was new here.
-pub(crate) fn apply_inbound(conn: &Connection, ev: &Prepared) -> rusqlite::Result<bool> {
+/// it: it belongs to its origin's stream. `place` says its source (and, for a rebuild, the ids
+/// it had) and receives the ids its rows got. Returns whether it was new here.
+pub(crate) fn apply_inbound(
+    conn: &Connection,
+    ev: &Prepared,
+    place: &mut Placement,
+) -> rusqlite::Result<bool> {
     let mut gens = Generations::default();
-    let (applied, _) = apply(conn, ev, &Dedup::new(0), &[], &mut gens)?;
+    let (applied, _) = apply(conn, ev, &Dedup::new(0), &[], &mut gens, place)?;
     gens.flush(conn)?;
     Ok(applied.outcome == RecordOutcome::Stored)
 }
@@ -509,6 +574,7 @@ fn apply(
     dedup: &Dedup,
     staged: &[DedupKey],
     gens: &mut Generations,
+    place: &mut Placement,
 ) -> rusqlite::Result<(Applied, Option<DedupKey>)> {
     let t = ev.received_at;
     let t_event = t;
@@ -532,10 +598,11 @@ fn apply(
         ev.project.branch
     ])?;
 
-    for t in &ev.thoughts {
+    for (i, t) in ev.thoughts.iter().enumerate() {
+        let id = place.id_for(conn, "prompts", |r| r.thoughts.get(i).copied().flatten())?;
         let n = conn.prepare_cached(
-            "INSERT OR IGNORE INTO prompts (session_id, timestamp, source, content, project, harness, event_id)
-             VALUES (?1, ?2, 'agent', ?3, ?4, ?5, ?6)",
+            "INSERT OR IGNORE INTO prompts (id, session_id, timestamp, source, content, project, harness, event_id, origin)
+             VALUES (?7, ?1, ?2, 'agent', ?3, ?4, ?5, ?6, ?8)",
         )?
         .execute(params![
             ev.session_id,
@@ -543,11 +610,17 @@ fn apply(
             t.content,
             ev.project.name,
             ev.harness,
-            t.uid
+            t.uid,
+            id,
+            place.origin
         ])?;
         if n > 0 {
             gens.prompt(&ev.project.name, "agent");
         }
+        place
+            .ids
+            .thoughts
+            .push((n > 0).then(|| conn.last_insert_rowid()));
     }
     if let Some(offset) = ev.transcript_offset {
         conn.prepare_cached(
@@ -629,16 +702,17 @@ fn apply(
             }
             let metadata = (!o.metadata.is_empty())
                 .then(|| serde_json::Value::Object(o.metadata.clone()).to_string());
+            let row = place.id_for(conn, "observations", |r| r.record)?;
             let n = conn
                 .prepare_cached(
                     "INSERT OR IGNORE INTO observations
                        (session_id, prompt_id, timestamp, obs_type, source_event, tool_name, file_path,
                         rel_path, content, metadata, project, project_root, harness, event_id,
-                        tool_use_id, redacted)
+                        tool_use_id, redacted, id, origin)
                      VALUES (?1,
                        (SELECT id FROM prompts WHERE session_id = ?1 AND timestamp <= ?2
                         ORDER BY timestamp DESC, id DESC LIMIT 1),
-                       ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+                       ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
                 )?
                 .execute(params![
                     ev.session_id,
@@ -656,6 +730,8 @@ fn apply(
                     ev.event_id,
                     o.tool_use_id,
                     (ev.redactions > 0) as i64,
+                    row,
+                    place.origin,
                 ])?;
             let id = (n > 0).then(|| conn.last_insert_rowid());
             if let Some(id) = id {
@@ -674,11 +750,12 @@ fn apply(
             ("observation", id)
         }
         Record::Prompt(p) => {
+            let row = place.id_for(conn, "prompts", |r| r.record)?;
             let n = conn
                 .prepare_cached(
                     "INSERT OR IGNORE INTO prompts
-                       (session_id, timestamp, source, content, project, harness, event_id, prompt_uid, redacted)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                       (session_id, timestamp, source, content, project, harness, event_id, prompt_uid, redacted, id, origin)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
                 )?
                 .execute(params![
                     ev.session_id,
@@ -690,6 +767,8 @@ fn apply(
                     ev.event_id,
                     p.prompt_uid,
                     (ev.redactions > 0) as i64,
+                    row,
+                    place.origin,
                 ])?;
             if n > 0 {
                 gens.prompt(&ev.project.name, p.source);
@@ -697,6 +776,7 @@ fn apply(
             ("prompt", (n > 0).then(|| conn.last_insert_rowid()))
         }
     };
+    place.ids.record = id;
     let Some(id) = id else {
         return Ok((
             Applied {
@@ -910,6 +990,68 @@ mod tests {
     /// What the insert triggers of migrations 008 and 010 did, the writer does (store::follow):
     /// a saved memory becomes a note, an edit of a file an active item cites flags it, the
     /// digest counters move for what the digest shows and not for a SessionStart's row.
+    /// `nmem rebuild`'s placement: rows stored again under the ids they had when those are
+    /// free (a thought's too), under new ones when taken, with their origin; the ids they got
+    /// come back for the log.
+    #[test]
+    fn a_restored_row_gets_its_old_id_back_when_it_is_free() {
+        let tmp = tempfile::tempdir().unwrap();
+        let c = super::super::schema::open_writer(&tmp.path().join("nmem.db")).unwrap();
+        let mut ev = event("e1", "one");
+        ev.thoughts = vec![crate::ingest::reasoning::Thought {
+            uid: "t:1:0".into(),
+            timestamp: 1,
+            content: "why".into(),
+        }];
+        let had = RowIds {
+            record: Some(42),
+            thoughts: vec![Some(17)],
+        };
+        let mut place = Placement {
+            origin: Some(3),
+            restore: Some(had.clone()),
+            ..Placement::default()
+        };
+        assert!(apply_inbound(&c, &ev, &mut place).unwrap());
+        assert_eq!(place.ids, had);
+        let row = |sql: &str| -> (i64, Option<i64>) {
+            c.query_row(sql, [], |r| Ok((r.get(0)?, r.get(1)?)))
+                .unwrap()
+        };
+        assert_eq!(
+            row("SELECT id, origin FROM observations WHERE event_id = 'e1'"),
+            (42, Some(3))
+        );
+        assert_eq!(
+            row("SELECT id, origin FROM prompts WHERE event_id = 't:1:0'"),
+            (17, Some(3))
+        );
+        // Id 42 is taken now: another event's row gets a new one, and says so.
+        let mut place = Placement {
+            restore: Some(RowIds {
+                record: Some(42),
+                thoughts: Vec::new(),
+            }),
+            ..Placement::default()
+        };
+        assert!(apply_inbound(&c, &event("e2", "two"), &mut place).unwrap());
+        let got = place.ids.record.unwrap();
+        assert_ne!(got, 42);
+        assert_eq!(
+            row("SELECT id, origin FROM observations WHERE event_id = 'e2'"),
+            (got, None)
+        );
+        // Stored already: nothing, no id.
+        let mut place = Placement::default();
+        assert!(!apply_inbound(&c, &event("e1", "one"), &mut place).unwrap());
+        assert_eq!(place.ids.record, None);
+        assert_eq!(
+            RowIds::from_columns(had.record, had.thoughts_json()),
+            had,
+            "the stored form reads back"
+        );
+    }
+
     #[test]
     fn stored_rows_get_what_the_insert_triggers_gave() {
         let tmp = tempfile::tempdir().unwrap();

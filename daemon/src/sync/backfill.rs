@@ -5,22 +5,29 @@
 //! ([`super::envelope::Envelope::of`]). Rows stored before sync was on have no logged envelope,
 //! so each is re-derived from its stored row and its session's row ([`prepared_of`]) under its
 //! own event id, and appended to the stream like an event the writer logs now. A job
-//! (`sync_backfill`, migration 017) walks the rows that existed when it began in the order they
+//! (`sync_backfill`, migration 020) walks the rows that existed when it began in the order they
 //! were recorded (timestamp; a prompt before an observation of the same millisecond; row id),
 //! [`BATCH`] rows per writer transaction, which also moves the job's cursor: a crash resumes
 //! after the last committed batch, and nothing is logged twice. Capture never waits: each batch
 //! is its own short transaction on the writer, between the queued events.
 //!
-//! Not logged: rows without an event id, events received from another device (`sync_origin`:
-//! they belong to their origin's stream), forgotten ones (`sync_tombstones`), what routing
+//! Not logged: rows without an event id, rows received from another device (their `origin`
+//! column, migration 017, is set: they belong to their origin's stream), forgotten ones (`sync_tombstones`), what routing
 //! keeps out of the space (an excluded project; for a team, types the share does not carry),
 //! what the stream holds already, and (checked on the server by the round, [`commit`]'s
 //! `present`) what the space holds already under another device id: this home before it left
 //! and joined again, or the same event recorded in another home.
+//!
+//! A personal-stream entry keeps its row's id (`sync_log.row_id`) as the writer's do, so that
+//! `nmem rebuild` restores the row under its own id. Reasoning is stored as its own prompt row
+//! (its own event id), so a backfilled entry has no thought ids: each thought is its own entry.
 
 use super::envelope::Envelope;
-use super::log;
+use super::log::{self, Stream};
+use super::space::ServerIds;
+use crate::app::App;
 use crate::ingest::{NewPrompt, Obs, Prepared, Project, Record, SessionEffect};
+use crate::store::writer::RowIds;
 use nmem_proto::harness::{Event, Harness};
 use nmem_proto::sync::Backfill;
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
@@ -45,8 +52,10 @@ pub fn plan(conn: &Connection, space: &str, project: &str) -> rusqlite::Result<(
         |r| Ok((r.get(0)?, r.get(1)?)),
     )?;
     let total: i64 = conn.query_row(
-        "SELECT (SELECT COUNT(*) FROM observations WHERE id <= ?1 AND (?3 = '' OR project = ?3))
-              + (SELECT COUNT(*) FROM prompts WHERE id <= ?2 AND (?3 = '' OR project = ?3))",
+        "SELECT (SELECT COUNT(*) FROM observations
+                 WHERE id <= ?1 AND origin IS NULL AND (?3 = '' OR project = ?3))
+              + (SELECT COUNT(*) FROM prompts
+                 WHERE id <= ?2 AND origin IS NULL AND (?3 = '' OR project = ?3))",
         params![obs_upto, prompts_upto, project],
         |r| r.get(0),
     )?;
@@ -100,8 +109,8 @@ pub struct Batch {
     looked: i64,
     /// No row after this batch: the job ends with it.
     pub finished: bool,
-    /// What to log: (local event id, envelope).
-    pub events: Vec<(String, Vec<u8>)>,
+    /// What to log: (local event id, envelope, the row's id).
+    pub events: Vec<(String, Vec<u8>, i64)>,
 }
 
 /// A stored row, as the backfill reads it.
@@ -141,6 +150,10 @@ impl Row {
         match self {
             Row::Obs { key, .. } | Row::Prompt { key, .. } => *key,
         }
+    }
+
+    fn row_id(&self) -> i64 {
+        self.key().2
     }
 
     fn event_id(&self) -> Option<&str> {
@@ -201,7 +214,7 @@ fn rows(
     let after = |kind: i64| {
         format!(
             "timestamp >= ?1 AND (timestamp > ?1 OR {kind} > ?2 OR ({kind} = ?2 AND id > ?3))
-             AND id <= ?4 {only} ORDER BY timestamp, id LIMIT ?5"
+             AND id <= ?4 AND origin IS NULL {only} ORDER BY timestamp, id LIMIT ?5"
         )
     };
     let limit = limit as i64;
@@ -496,13 +509,7 @@ pub fn next(conn: &Connection, limit: usize) -> rusqlite::Result<Option<Batch>> 
     let mut sessions: HashMap<String, Session> = HashMap::new();
     for row in &found {
         let Some(id) = row.event_id() else { continue };
-        if exists(
-            conn,
-            "SELECT EXISTS (SELECT 1 FROM sync_origin WHERE event_id = ?1)",
-            [id],
-        )? || super::tombstone::is_forgotten(conn, id)?
-            || logged(conn, personal, &batch.space, id)?
-        {
+        if super::tombstone::is_forgotten(conn, id)? || logged(conn, personal, &batch.space, id)? {
             continue;
         }
         if !sessions.contains_key(row.session_id()) {
@@ -523,7 +530,9 @@ pub fn next(conn: &Connection, limit: usize) -> rusqlite::Result<Option<Batch>> 
             continue;
         }
         if let Some(env) = Envelope::of(&ev) {
-            batch.events.push((ev.event_id, env.to_bytes()));
+            batch
+                .events
+                .push((ev.event_id, env.to_bytes(), row.row_id()));
         }
     }
     Ok(Some(batch))
@@ -556,7 +565,7 @@ pub fn commit(
         return Ok(0);
     }
     let mut n = 0;
-    for (id, envelope) in &batch.events {
+    for (id, envelope, row_id) in &batch.events {
         if present.contains(id)
             || super::tombstone::is_forgotten(&tx, id)?
             || logged(&tx, batch.personal, &batch.space, id)?
@@ -570,9 +579,13 @@ pub fn commit(
             continue;
         }
         if batch.personal {
-            log::append_envelope(&tx, id, envelope)?;
+            let ids = RowIds {
+                record: Some(*row_id),
+                thoughts: Vec::new(),
+            };
+            log::append_row(&tx, &Stream::Personal, id, envelope, Some(&ids))?;
         } else {
-            log::append_space(&tx, &batch.space, id, envelope)?;
+            log::append_to(&tx, &Stream::Team(batch.space.clone()), id, envelope)?;
         }
         n += 1;
     }
@@ -597,6 +610,55 @@ pub fn commit(
     Ok(n)
 }
 
+/// One batch of the backfill, as a round's first step: derived on the writer, checked against
+/// what the space holds already (by the ids the push would give its events), logged with its
+/// cursor on the writer. Another round follows at once while there is more.
+pub async fn step(
+    app: &App,
+    client: &tokio_postgres::Client,
+    st: &log::State,
+) -> Result<(), String> {
+    let Some(batch) = app
+        .writer
+        .exec(|c| Ok(next(c, BATCH)?))
+        .await
+        .map_err(|e| e.to_string())?
+    else {
+        return Ok(());
+    };
+    let ids = if batch.personal {
+        ServerIds::Personal(st.key.clone())
+    } else {
+        let me = app
+            .writer
+            .exec(|c| Ok(super::team::identity(c)?))
+            .await
+            .map_err(|e| e.to_string())?;
+        ServerIds::Team(me)
+    };
+    let named: Vec<(String, String)> = batch
+        .events
+        .iter()
+        .map(|(id, _, _)| (id.clone(), ids.of(&batch.space, id)))
+        .collect();
+    let server_ids: Vec<String> = named.iter().map(|(_, s)| s.clone()).collect();
+    let on_server = super::remote::present(client, &batch.space, &server_ids).await?;
+    let present: HashSet<String> = named
+        .into_iter()
+        .filter(|(_, s)| on_server.contains(s))
+        .map(|(id, _)| id)
+        .collect();
+    let finished = batch.finished;
+    app.writer
+        .exec(move |c| Ok(commit(c, &batch, &present)?))
+        .await
+        .map_err(|e| e.to_string())?;
+    if !finished {
+        app.sync.wake.notify_one();
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -608,6 +670,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let c = crate::store::schema::open_writer(&dir.path().join("nmem.db")).unwrap();
         (dir, c)
+    }
+
+    /// Store `ev` as captured on this device (no origin).
+    fn store(c: &Connection, ev: &Prepared) -> bool {
+        let mut place = crate::store::writer::Placement::default();
+        crate::store::writer::apply_inbound(c, ev, &mut place).unwrap()
     }
 
     fn obs(id: &str, t: i64, obs_type: &'static str, content: &str) -> Prepared {
@@ -688,7 +756,7 @@ mod tests {
         assert!(b.finished);
         b.events
             .into_iter()
-            .map(|(id, bytes)| (id, Envelope::from_bytes(&bytes).unwrap()))
+            .map(|(id, bytes, _)| (id, Envelope::from_bytes(&bytes).unwrap()))
             .collect()
     }
 
@@ -697,7 +765,7 @@ mod tests {
         let (_d, c) = open();
         let events = session_events();
         for ev in &events {
-            assert!(crate::store::writer::apply_inbound(&c, ev).unwrap());
+            assert!(store(&c, ev));
         }
         plan(&c, "space", "").unwrap();
         let derived = all(&c);
@@ -749,12 +817,13 @@ mod tests {
                 "command",
                 &format!("c {i}"),
             );
-            assert!(crate::store::writer::apply_inbound(&c, &ev).unwrap());
+            assert!(store(&c, &ev));
         }
-        // One came from another device, one was forgotten: neither is logged.
-        c.execute(
-            "INSERT INTO sync_origin (event_id, device, seq) VALUES ('e3', 'other', 1)",
-            [],
+        // One came from another device (its row has an origin), one was forgotten: neither is
+        // logged, and the one received is not counted.
+        c.execute_batch(
+            "INSERT INTO sync_sources (id, kind, space, device) VALUES (7, 'my-devices', 'space', 'other');
+             UPDATE observations SET origin = 7 WHERE event_id = 'e3';",
         )
         .unwrap();
         c.execute(
@@ -767,13 +836,13 @@ mod tests {
             progress(&c).unwrap(),
             Some(Backfill {
                 done: 0,
-                total: 25,
+                total: 24,
                 running: true
             })
         );
         // A batch derived but not committed (a crash) changes nothing.
         let lost = next(&c, 10).unwrap().unwrap();
-        assert_eq!(lost.events.len(), 8);
+        assert_eq!(lost.events.len(), 9);
         let mut batches = 0;
         let present: HashSet<String> = ["e7".to_string()].into();
         while let Some(b) = next(&c, 10).unwrap() {
@@ -795,11 +864,21 @@ mod tests {
             .map(|i| format!("e{i}"))
             .collect();
         assert_eq!(logged, want);
+        // Each entry names its row, as the writer's do (`nmem rebuild` restores it there).
+        let unnamed: i64 = c
+            .query_row(
+                "SELECT COUNT(*) FROM sync_log l
+                 WHERE l.row_id IS NOT (SELECT id FROM observations o WHERE o.event_id = l.event_id)",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(unnamed, 0);
         assert_eq!(
             progress(&c).unwrap(),
             Some(Backfill {
-                done: 25,
-                total: 25,
+                done: 24,
+                total: 24,
                 running: false
             })
         );
@@ -825,7 +904,7 @@ mod tests {
             obs("a3", 1_002, "command_error", "boom"),
             other,
         ] {
-            assert!(crate::store::writer::apply_inbound(&c, &ev).unwrap());
+            assert!(store(&c, &ev));
         }
         c.execute_batch(
             "INSERT INTO sync_spaces (space, kind, key_id, role, created_at)

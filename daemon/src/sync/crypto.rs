@@ -242,6 +242,7 @@ fn open_with(c: &XChaCha20Poly1305, aad: &[u8], sealed: &[u8]) -> Result<Vec<u8>
 
 /// This device's X25519 identity, as `age` writes it: the secret (`AGE-SECRET-KEY-1…`) and the
 /// public key (`age1…`), which is what a teammate adds.
+#[derive(Clone)]
 pub struct DeviceIdentity {
     pub secret: String,
     pub public_key: String,

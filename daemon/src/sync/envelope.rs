@@ -19,8 +19,12 @@ pub const VERSION: u32 = 1;
 /// version 1 stops its pull at a tombstone instead of storing it half-understood.
 pub const TOMBSTONE_VERSION: u32 = 2;
 
+/// The version a knowledge item or a change of one ([`KnowledgeEvent`]), or an edit of a stored
+/// event ([`Edit`]), carries.
+pub const KNOWLEDGE_VERSION: u32 = 3;
+
 /// The newest version this build reads.
-pub const READS: u32 = TOMBSTONE_VERSION;
+pub const READS: u32 = KNOWLEDGE_VERSION;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Envelope {
@@ -43,6 +47,85 @@ pub struct Envelope {
     /// instead of failing on a record kind it does not know.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tombstone: Option<Tombstone>,
+    /// Set on a knowledge event (version 3), whose `record` is a placeholder as a tombstone's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub knowledge: Option<KnowledgeEvent>,
+    /// Set on an edit of a stored event (version 3), whose `record` is a placeholder too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub edit: Option<Edit>,
+}
+
+/// A change to the row of an event stored before (`sync::edit`), named by its event id.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Edit {
+    /// The row pinned (kept by retention, shown first) or unpinned.
+    Pin { target: String, pinned: bool },
+    /// The row rewritten by `nmemctl redact --apply`: the whole event again, as the current
+    /// redaction rules leave it (same event id), to replace the row or store it where missing.
+    Rewrite { envelope: Box<Envelope> },
+}
+
+/// A governed knowledge or work item (`crate::knowledge`) written, or a change to one, as it
+/// travels between devices. An item is named by its `uid` (or, for a saved memory's note, by
+/// `memory:<event id of the memory>`), the same on every device.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum KnowledgeEvent {
+    /// An item as written where it was made, its status already decided by the rules there.
+    Item(Box<KnowledgeItem>),
+    /// A change of an item: a lifecycle action (`promote`, `supersede` with `new_target`,
+    /// `contest`, `archive`, `done`, `drop`, `reopen`) or `pin` / `unpin`.
+    Change {
+        target: String,
+        action: String,
+        reason: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        new_target: Option<String>,
+    },
+}
+
+/// Redact a knowledge event's text with `redactor`; the number of redactions made.
+pub fn redact_knowledge(redactor: &crate::redact::Redactor, ev: &mut KnowledgeEvent) -> usize {
+    let mut texts: Vec<&mut String> = match ev {
+        KnowledgeEvent::Item(it) => {
+            let mut v = vec![&mut it.title, &mut it.summary, &mut it.reason];
+            v.extend(
+                [&mut it.subject, &mut it.value, &mut it.payload]
+                    .into_iter()
+                    .flatten(),
+            );
+            v
+        }
+        KnowledgeEvent::Change { reason, .. } => vec![reason],
+    };
+    texts.iter_mut().map(|t| redactor.redact(t) as usize).sum()
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KnowledgeItem {
+    pub uid: String,
+    pub class: String,
+    pub item_kind: String,
+    pub scope: String,
+    pub title: String,
+    pub summary: String,
+    pub reason: String,
+    pub memory_source: String,
+    pub status: String,
+    #[serde(default)]
+    pub confidence: Option<f64>,
+    #[serde(default)]
+    pub subject: Option<String>,
+    #[serde(default)]
+    pub predicate: Option<String>,
+    #[serde(default)]
+    pub value: Option<String>,
+    #[serde(default)]
+    pub payload: Option<String>,
+    #[serde(default)]
+    pub is_pinned: bool,
+    pub created_at: i64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -193,6 +276,8 @@ impl Envelope {
                 .collect(),
             redactions: ev.redactions,
             tombstone: None,
+            knowledge: None,
+            edit: None,
         })
     }
 
@@ -203,7 +288,45 @@ impl Envelope {
     /// A tombstone of `project`'s events `forget` (local event ids), under its own random id.
     pub fn tombstone(id: String, project: &str, forget: Vec<String>, reason: &str) -> Envelope {
         Envelope {
-            v: TOMBSTONE_VERSION,
+            tombstone: Some(Tombstone {
+                forget,
+                reason: reason.to_string(),
+            }),
+            ..Envelope::control(TOMBSTONE_VERSION, id, project, "tombstone", reason)
+        }
+    }
+
+    /// A knowledge event of `project`, under its own random id.
+    pub fn knowledge(id: String, project: &str, ev: KnowledgeEvent) -> Envelope {
+        let name = match &ev {
+            KnowledgeEvent::Item(_) => "item".to_string(),
+            KnowledgeEvent::Change { action, .. } => action.clone(),
+        };
+        Envelope {
+            knowledge: Some(ev),
+            ..Envelope::control(KNOWLEDGE_VERSION, id, project, "knowledge", &name)
+        }
+    }
+
+    /// An edit of a stored event of `project`, under its own random id.
+    pub fn edit(id: String, project: &str, edit: Edit) -> Envelope {
+        let name = match &edit {
+            Edit::Pin { pinned: true, .. } => "pin",
+            Edit::Pin { pinned: false, .. } => "unpin",
+            Edit::Rewrite { .. } => "rewrite",
+        };
+        Envelope {
+            edit: Some(edit),
+            ..Envelope::control(KNOWLEDGE_VERSION, id, project, "edit", name)
+        }
+    }
+
+    /// An envelope that stores no row itself: its `record` an empty user prompt, only so that
+    /// an older reader parses it and stops at its version with "upgrade nmem", instead of
+    /// failing on a record kind it does not know.
+    fn control(v: u32, id: String, project: &str, event: &str, name: &str) -> Envelope {
+        Envelope {
+            v,
             event_id: id,
             received_at: nmem_proto::now_ms(),
             harness: "nmem".into(),
@@ -215,8 +338,8 @@ impl Envelope {
                 worktree: None,
                 branch: None,
             },
-            event: "tombstone".into(),
-            event_name: reason.to_string(),
+            event: event.into(),
+            event_name: name.to_string(),
             record: EnvRecord::Prompt {
                 source: "user".into(),
                 content: String::new(),
@@ -225,11 +348,15 @@ impl Envelope {
             effect: EnvEffect::None,
             thoughts: vec![],
             redactions: 0,
-            tombstone: Some(Tombstone {
-                forget,
-                reason: reason.to_string(),
-            }),
+            tombstone: None,
+            knowledge: None,
+            edit: None,
         }
+    }
+
+    /// Whether this is an event that stores rows (not a tombstone, knowledge event or edit).
+    pub fn is_record(&self) -> bool {
+        self.tombstone.is_none() && self.knowledge.is_none() && self.edit.is_none()
     }
 
     /// The event ids a tombstone forgets (None: an ordinary event).
@@ -258,13 +385,27 @@ impl Envelope {
         if e.forgets().is_some() != (e.v == TOMBSTONE_VERSION) {
             return Err("not an nmem event envelope: a tombstone must carry version 2".into());
         }
+        if (e.knowledge.is_some() || e.edit.is_some()) != (e.v == KNOWLEDGE_VERSION)
+            || (e.knowledge.is_some() && e.edit.is_some())
+        {
+            return Err(
+                "not an nmem event envelope: a knowledge event or an edit (one of them) must \
+                 carry version 3"
+                    .into(),
+            );
+        }
+        if let Some(Edit::Rewrite { envelope }) = &e.edit {
+            if !envelope.is_record() || envelope.v > VERSION {
+                return Err("not an nmem event envelope: a rewrite must carry an event".into());
+            }
+        }
         Ok(e)
     }
 
     /// The event the writer stores for this envelope.
     pub fn into_prepared(self) -> Result<Prepared, String> {
-        if self.tombstone.is_some() {
-            return Err("a tombstone is not an event to store".into());
+        if !self.is_record() {
+            return Err("a tombstone, knowledge event or edit is not an event to store".into());
         }
         let harness: &'static str = if self.harness == "nmem" {
             "nmem"
@@ -449,8 +590,29 @@ mod tests {
 
     #[test]
     fn a_newer_envelope_is_refused_for_its_version_even_when_its_shape_changed() {
-        let err = Envelope::from_bytes(br#"{"v":3,"something":"new"}"#).unwrap_err();
+        let newer = format!(r#"{{"v":{},"something":"new"}}"#, READS + 1);
+        let err = Envelope::from_bytes(newer.as_bytes()).unwrap_err();
         assert!(err.contains("upgrade nmem"), "{err}");
+    }
+
+    #[test]
+    fn a_knowledge_event_round_trips_and_is_not_a_record() {
+        let change = KnowledgeEvent::Change {
+            target: "u1".into(),
+            action: "promote".into(),
+            reason: "checked".into(),
+            new_target: None,
+        };
+        let k = Envelope::knowledge("k1".into(), "app", change.clone());
+        let back = Envelope::from_bytes(&k.to_bytes()).unwrap();
+        assert_eq!(back.knowledge, Some(change));
+        assert!(!back.is_record() && back.forgets().is_none());
+        assert!(back.into_prepared().is_err());
+        // A version-2 reader refuses it for its version; one claiming version 2 is refused.
+        assert!(k.v > TOMBSTONE_VERSION);
+        let mut bad = k.clone();
+        bad.v = TOMBSTONE_VERSION;
+        assert!(Envelope::from_bytes(&bad.to_bytes()).is_err());
     }
 
     proptest! {

@@ -10,6 +10,7 @@
 use super::crypto::SpaceKey;
 use super::envelope::Envelope;
 use crate::ingest::Prepared;
+use crate::store::writer::{Placement, RowIds};
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -20,8 +21,9 @@ use std::sync::RwLock;
 pub static ENABLED: AtomicBool = AtomicBool::new(false);
 
 /// The writer's hook: log a stored event's envelope, in the event's own transaction, under the
-/// next sequence number (dense: the writer is the only one appending).
-pub fn append(conn: &Connection, ev: &Prepared) -> rusqlite::Result<()> {
+/// next sequence number of each stream it is routed to (dense: the writer is the only one
+/// appending), with the ids its rows got here (personal stream: for `nmem rebuild`).
+pub fn append(conn: &Connection, ev: &Prepared, ids: &RowIds) -> rusqlite::Result<()> {
     if !ENABLED.load(Ordering::Relaxed) {
         return Ok(());
     }
@@ -31,26 +33,97 @@ pub fn append(conn: &Connection, ev: &Prepared) -> rusqlite::Result<()> {
     let (personal, teams) = route(ev);
     let bytes = env.to_bytes();
     if personal {
-        append_envelope(conn, &ev.event_id, &bytes)?;
+        append_row(conn, &Stream::Personal, &ev.event_id, &bytes, Some(ids))?;
     }
     for space in teams {
-        append_space(conn, &space, &ev.event_id, &bytes)?;
+        append_to(conn, &Stream::Team(space), &ev.event_id, &bytes)?;
     }
     Ok(())
 }
 
-/// Log an envelope in a team space's stream under its next sequence number (once per event).
-pub fn append_space(
+/// One space's outbound stream on this device: the personal space's `sync_log`, or a team
+/// space's rows of `sync_space_log` (migration 015). Both tables have the same columns but the
+/// space; each holds a dense sequence per stream, and `state` (migrations 016 and 017) says
+/// what became of each row ([`super::tombstone`], [`super::quarantine`]).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Stream {
+    Personal,
+    Team(String),
+}
+
+impl Stream {
+    /// Every stream this home writes: the personal one and each team space's.
+    pub fn all(conn: &Connection) -> rusqlite::Result<Vec<Stream>> {
+        let mut out = vec![Stream::Personal];
+        let mut st = conn.prepare_cached("SELECT DISTINCT space FROM sync_space_log")?;
+        for s in st.query_map([], |r| r.get::<_, String>(0))? {
+            out.push(Stream::Team(s?));
+        }
+        Ok(out)
+    }
+
+    /// `sql` for this stream: `{log}` becomes its table and `{rows}` the condition selecting
+    /// its rows, on the parameter `?1`, which every statement binds to [`Stream::param`].
+    pub fn sql(&self, sql: &str) -> String {
+        let (table, rows) = match self {
+            Stream::Personal => ("sync_log", "?1 IS NULL"),
+            Stream::Team(_) => ("sync_space_log", "space = ?1"),
+        };
+        sql.replace("{log}", table).replace("{rows}", rows)
+    }
+
+    /// `?1` of [`Stream::sql`]'s statements: the team space's name (NULL for the personal
+    /// stream, whose table holds nothing else).
+    pub fn param(&self) -> Option<&str> {
+        match self {
+            Stream::Personal => None,
+            Stream::Team(s) => Some(s),
+        }
+    }
+}
+
+/// Log an envelope under the stream's next sequence number (events, tombstones, released
+/// quarantine).
+pub fn append_to(
     conn: &Connection,
-    space: &str,
+    stream: &Stream,
     event_id: &str,
     envelope: &[u8],
 ) -> rusqlite::Result<()> {
-    conn.prepare_cached(
-        "INSERT OR IGNORE INTO sync_space_log (space, seq, event_id, created_at, envelope)
-         SELECT ?1, COALESCE(MAX(seq), 0) + 1, ?2, ?3, ?4 FROM sync_space_log WHERE space = ?1",
-    )?
-    .execute(params![space, event_id, nmem_proto::now_ms(), envelope])?;
+    append_row(conn, stream, event_id, envelope, None)
+}
+
+/// [`append_to`], with the ids the event's rows got on this device when it stored some (the
+/// personal stream keeps them for `nmem rebuild`).
+pub(super) fn append_row(
+    conn: &Connection,
+    stream: &Stream,
+    event_id: &str,
+    envelope: &[u8],
+    ids: Option<&RowIds>,
+) -> rusqlite::Result<()> {
+    let now = nmem_proto::now_ms();
+    match stream {
+        Stream::Personal => conn
+            .prepare_cached(
+                "INSERT INTO sync_log (seq, event_id, created_at, envelope, row_id, thought_ids)
+                 SELECT COALESCE(MAX(seq), 0) + 1, ?1, ?2, ?3, ?4, ?5 FROM sync_log",
+            )?
+            .execute(params![
+                event_id,
+                now,
+                envelope,
+                ids.and_then(|i| i.record),
+                ids.and_then(RowIds::thoughts_json)
+            ])?,
+        Stream::Team(space) => conn
+            .prepare_cached(
+                "INSERT OR IGNORE INTO sync_space_log (space, seq, event_id, created_at, envelope)
+                 SELECT ?1, COALESCE(MAX(seq), 0) + 1, ?2, ?3, ?4 FROM sync_space_log
+                 WHERE space = ?1",
+            )?
+            .execute(params![space, event_id, now, envelope])?,
+    };
     Ok(())
 }
 
@@ -142,22 +215,65 @@ static ROUTES: RwLock<Option<Routes>> = RwLock::new(None);
 
 /// Whether `ev` goes to the personal space, and to which team spaces.
 pub(super) fn route(ev: &Prepared) -> (bool, Vec<String>) {
+    route_project(&ev.project.name, |x| x.allows(&ev.record))
+}
+
+/// Whether `project`'s events go to the personal space, and to which of the team spaces it is
+/// shared with (those whose share `carries`).
+fn route_project(project: &str, carries: impl Fn(&Extra) -> bool) -> (bool, Vec<String>) {
     let routes = ROUTES.read().unwrap_or_else(|p| p.into_inner());
     let Some(r) = routes.as_ref() else {
         return (true, Vec::new());
     };
-    let personal = !r.excluded.contains(&ev.project.name);
+    let personal = !r.excluded.contains(project);
     let teams = r
         .shares
-        .get(&ev.project.name)
+        .get(project)
         .map(|v| {
             v.iter()
-                .filter(|(_, x)| x.allows(&ev.record))
+                .filter(|(_, x)| carries(x))
                 .map(|(s, _)| s.clone())
                 .collect()
         })
         .unwrap_or_default();
     (personal, teams)
+}
+
+/// Whether `project`'s events go to the personal space (it is not excluded).
+pub fn carries_personal(project: &str) -> bool {
+    route_project(project, |_| false).0
+}
+
+/// Log a knowledge event of `project` (`crate::knowledge`: an item written, a change of one)
+/// in the caller's transaction: for the personal space unless the project is excluded, and for
+/// every team space it is shared with (knowledge items travel to a team by default).
+pub fn append_knowledge(
+    conn: &Connection,
+    project: &str,
+    ev: super::envelope::KnowledgeEvent,
+) -> rusqlite::Result<()> {
+    if !ENABLED.load(Ordering::Relaxed) {
+        return Ok(());
+    }
+    let (personal, teams) = route_project(project, |_| true);
+    let id = random_id("knowledge")?;
+    let bytes = Envelope::knowledge(id.clone(), project, ev).to_bytes();
+    if personal {
+        append_to(conn, &Stream::Personal, &id, &bytes)?;
+    }
+    for space in teams {
+        append_to(conn, &Stream::Team(space), &id, &bytes)?;
+    }
+    Ok(())
+}
+
+/// A new random id `PREFIX-<32 hex digits>` (a tombstone's, a knowledge event's or item's), as
+/// a SQLite error if the system's randomness fails, for the writer's transactions.
+pub fn random_id(prefix: &str) -> rusqlite::Result<String> {
+    let id = super::crypto::random_id().map_err(|e| {
+        rusqlite::Error::ToSqlConversionFailure(Box::new(std::io::Error::other(e.to_string())))
+    })?;
+    Ok(format!("{prefix}-{id}"))
 }
 
 /// Read the routing tables into the writer's copy. Shares of a team space this device can no
@@ -189,14 +305,9 @@ pub fn load_routes(conn: &Connection) -> rusqlite::Result<()> {
     Ok(())
 }
 
-/// Log an envelope under the next sequence number (events, tombstones, released quarantine).
+/// Log an envelope in the personal stream ([`append_to`]).
 pub fn append_envelope(conn: &Connection, event_id: &str, envelope: &[u8]) -> rusqlite::Result<()> {
-    conn.prepare_cached(
-        "INSERT INTO sync_log (seq, event_id, created_at, envelope)
-         SELECT COALESCE(MAX(seq), 0) + 1, ?1, ?2, ?3 FROM sync_log",
-    )?
-    .execute(params![event_id, nmem_proto::now_ms(), envelope])?;
-    Ok(())
+    append_to(conn, &Stream::Personal, event_id, envelope)
 }
 
 /// This home's sync identity.
@@ -324,33 +435,42 @@ pub fn set_cloned(conn: &Connection) -> rusqlite::Result<()> {
     Ok(())
 }
 
-/// This device's last sequence number (0: nothing logged).
+/// This device's last sequence number in the personal stream (0: nothing logged).
 pub fn local_seq(conn: &Connection) -> rusqlite::Result<i64> {
-    conn.query_row("SELECT COALESCE(MAX(seq), 0) FROM sync_log", [], |r| {
-        r.get(0)
-    })
+    stream_seq(conn, &Stream::Personal)
 }
 
-/// A logged event: its sequence number, local event id and envelope.
-pub type Logged = (i64, String, Vec<u8>);
+/// This device's last sequence number in `stream` (0: nothing logged).
+pub fn stream_seq(conn: &Connection, stream: &Stream) -> rusqlite::Result<i64> {
+    conn.prepare_cached(&stream.sql("SELECT COALESCE(MAX(seq), 0) FROM {log} WHERE {rows}"))?
+        .query_row([stream.param()], |r| r.get(0))
+}
 
-/// Up to `limit` logged events after `after`, in order.
-pub fn outbox(conn: &Connection, after: i64, limit: usize) -> rusqlite::Result<Vec<Logged>> {
-    let mut st = conn.prepare_cached(
-        "SELECT seq, event_id, envelope FROM sync_log WHERE seq > ?1 ORDER BY seq LIMIT ?2",
-    )?;
-    let rows = st.query_map(params![after, limit as i64], |r| {
-        Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+/// A logged event bound for upload: seq, local id, envelope, state.
+pub type Logged = (i64, String, Vec<u8>, i64);
+
+/// Up to `limit` logged events of `stream` after `after`, in order, with their state.
+pub fn outbox(
+    conn: &Connection,
+    stream: &Stream,
+    after: i64,
+    limit: usize,
+) -> rusqlite::Result<Vec<Logged>> {
+    let mut st = conn.prepare_cached(&stream.sql(
+        "SELECT seq, event_id, envelope, state FROM {log}
+         WHERE {rows} AND seq > ?2 ORDER BY seq LIMIT ?3",
+    ))?;
+    let rows = st.query_map(params![stream.param(), after, limit as i64], |r| {
+        Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
     })?;
     rows.collect()
 }
 
-/// The local event id logged under `seq`.
-pub fn event_at(conn: &Connection, seq: i64) -> rusqlite::Result<Option<String>> {
-    conn.query_row("SELECT event_id FROM sync_log WHERE seq = ?1", [seq], |r| {
-        r.get(0)
-    })
-    .optional()
+/// The local event id logged under `seq` in `stream`.
+pub fn event_at(conn: &Connection, stream: &Stream, seq: i64) -> rusqlite::Result<Option<String>> {
+    conn.prepare_cached(&stream.sql("SELECT event_id FROM {log} WHERE {rows} AND seq = ?2"))?
+        .query_row(params![stream.param(), seq], |r| r.get(0))
+        .optional()
 }
 
 pub fn cursors(conn: &Connection, space: &str) -> rusqlite::Result<HashMap<String, i64>> {
@@ -359,54 +479,88 @@ pub fn cursors(conn: &Connection, space: &str) -> rusqlite::Result<HashMap<Strin
     rows.collect()
 }
 
-/// What a pull applies: an event, or a tombstone (its own id, the ids it forgets, why).
+/// What a pull applies: an event, a tombstone (its own id, the ids it forgets, why), or a
+/// knowledge event.
 pub enum Inbound {
     Event(Prepared),
     Tombstone(Envelope),
+    Knowledge(Envelope),
+    /// An edit, with the rewritten event of a rewrite (through this device's redactor).
+    Edit(Box<Envelope>, Option<Prepared>),
 }
 
 /// Store events pulled from `device` (in sequence order) and move its cursor to `through`, in
 /// one transaction: a crash before the commit leaves both as they were, and the next pull
 /// fetches the same events again (stored once: event ids are unique). Each applied envelope is
 /// kept in `sync_inbound` (for `nmem rebuild`); an event a tombstone forgot is not stored again.
+/// A tombstone of a team space (`team`) forgets only events that came from its own device: a
+/// teammate cannot make this home forget what it recorded or got from anyone else.
 pub fn apply_inbound(
     conn: &mut Connection,
     space: &str,
     device: &str,
+    team: bool,
     events: &[(i64, Inbound)],
     through: i64,
 ) -> rusqlite::Result<usize> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let mut stored = 0;
+    let origin = source(&tx, space, device)?;
     for (seq, item) in events {
+        let mut place = Placement {
+            origin: Some(origin),
+            ..Placement::default()
+        };
         let (event_id, envelope) = match item {
             Inbound::Event(ev) => {
                 if super::tombstone::is_forgotten(&tx, &ev.event_id)? {
                     continue;
                 }
-                if crate::store::writer::apply_inbound(&tx, ev)? {
+                if crate::store::writer::apply_inbound(&tx, ev, &mut place)? {
                     stored += 1;
                 }
                 let Some(env) = Envelope::of(ev) else {
                     continue;
                 };
-                (ev.event_id.as_str(), env.to_bytes())
+                (ev.event_id.as_str(), Some(env.to_bytes()))
             }
             Inbound::Tombstone(env) => {
                 let t = env.tombstone.as_ref().expect("a tombstone");
-                super::tombstone::forget_here(&tx, &t.forget, &t.reason)?;
-                (env.event_id.as_str(), env.to_bytes())
+                let from = team.then_some(device);
+                super::tombstone::forget_here(&tx, &t.forget, &t.reason, from)?;
+                (env.event_id.as_str(), Some(env.to_bytes()))
+            }
+            Inbound::Edit(env, rewrite) => {
+                let e = env.edit.as_ref().expect("an edit");
+                super::edit::apply(&tx, e, rewrite.as_ref(), device, *seq, team)?;
+                // A rewrite's event is kept under its own id (`edit::apply`), not twice.
+                let keep = matches!(e, super::envelope::Edit::Pin { .. });
+                (env.event_id.as_str(), keep.then(|| env.to_bytes()))
+            }
+            Inbound::Knowledge(env) => {
+                let k = env.knowledge.as_ref().expect("a knowledge event");
+                crate::knowledge::apply_event(&tx, &env.project.name, k, nmem_proto::now_ms())?;
+                (env.event_id.as_str(), Some(env.to_bytes()))
             }
         };
         tx.prepare_cached(
             "INSERT OR IGNORE INTO sync_origin (event_id, device, seq) VALUES (?1, ?2, ?3)",
         )?
         .execute(params![event_id, device, seq])?;
-        tx.prepare_cached(
-            "INSERT OR IGNORE INTO sync_inbound (event_id, device, seq, envelope)
-             VALUES (?1, ?2, ?3, ?4)",
-        )?
-        .execute(params![event_id, device, seq, envelope])?;
+        if let Some(envelope) = envelope {
+            tx.prepare_cached(
+                "INSERT OR IGNORE INTO sync_inbound (event_id, device, seq, envelope, row_id, thought_ids)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            )?
+            .execute(params![
+                event_id,
+                device,
+                seq,
+                envelope,
+                place.ids.record,
+                place.ids.thoughts_json()
+            ])?;
+        }
     }
     tx.execute(
         "INSERT INTO sync_cursors (space, device, seq) VALUES (?1, ?2, ?3)
@@ -415,6 +569,47 @@ pub fn apply_inbound(
     )?;
     tx.commit()?;
     Ok(stored)
+}
+
+/// The source of rows pulled from `device` through `space` (`sync_sources`, made on first use;
+/// docs/sync.md "Origin"): one of this user's devices when `space` is the personal space, or
+/// when the personal space knows the device (a team space's event from another device of
+/// mine); otherwise a teammate's device, through `space`.
+pub fn source(conn: &Connection, space: &str, device: &str) -> rusqlite::Result<i64> {
+    let personal: Option<String> = conn
+        .prepare_cached("SELECT space FROM sync_spaces WHERE kind = 'personal'")?
+        .query_row([], |r| r.get(0))
+        .optional()?;
+    let mine = match personal.as_deref() {
+        Some(p) if p == space => true,
+        Some(p) => conn
+            .prepare_cached(
+                "SELECT 1 FROM sync_cursors WHERE space = ?1 AND device = ?2
+                 UNION ALL SELECT 1 FROM sync_sources WHERE space = ?1 AND device = ?2",
+            )?
+            .exists(params![p, device])?,
+        None => false,
+    };
+    let (kind, space) = match personal {
+        Some(p) if mine => ("my-devices", p),
+        _ => ("team", space.to_string()),
+    };
+    conn.prepare_cached(
+        "INSERT OR IGNORE INTO sync_sources (kind, space, device) VALUES (?1, ?2, ?3)",
+    )?
+    .execute(params![kind, space, device])?;
+    conn.prepare_cached("SELECT id FROM sync_sources WHERE space = ?1 AND device = ?2")?
+        .query_row(params![space, device], |r| r.get(0))
+}
+
+/// The source of an event received from `device` before, as `nmem rebuild` restores it (the
+/// log keeps the device, not the space): one of this user's first.
+pub fn source_of_device(conn: &Connection, device: &str) -> rusqlite::Result<Option<i64>> {
+    conn.prepare_cached(
+        "SELECT id FROM sync_sources WHERE device = ?1 ORDER BY kind = 'team', id LIMIT 1",
+    )?
+    .query_row([device], |r| r.get(0))
+    .optional()
 }
 
 #[cfg(test)]

@@ -7,8 +7,10 @@
 //! * [`envelope`]: the synced form of an event (the writer's prepared, redacted record).
 //! * [`crypto`]: the space key, its recovery phrase and fingerprint, sealing events.
 //! * [`remote`]: nmem's tables on the server and the statements of push and pull.
+//! * [`space`]: one space's push and pull (the personal space's and each team space's).
 //! * [`team`]: team spaces (member keys, rotation), `share`, `exclude` and their rounds.
 //! * [`tombstone`]: forgets (purge, `redact --apply`) as events; owners null their ciphertext.
+//! * [`edit`]: pins and `redact --apply` rewrites as events.
 //! * [`quarantine`]: the uploader's re-check against the current redaction rules.
 //! * [`verify`]: `nmem sync verify`, the server's streams against this home's.
 //! * [`rebuild`]: `nmem rebuild`, the projections regenerated from the event log.
@@ -19,18 +21,20 @@
 
 pub mod backfill;
 pub mod crypto;
+pub mod edit;
 pub mod envelope;
 pub mod log;
 pub mod quarantine;
 pub mod rebuild;
 pub mod remote;
+pub mod space;
 pub mod team;
 pub mod tombstone;
 pub mod verify;
 
 use crate::app::App;
 use crate::store::writer::WriteError;
-use crypto::{Place, SpaceKey};
+use crypto::SpaceKey;
 use nmem_proto::sync::{
     EnableRequest, Enabled, Head, JoinRequest, QuarantineRequest, Quarantined, Rebuilt, SyncStatus,
     Verified,
@@ -53,6 +57,8 @@ pub struct Sync {
     seen: Mutex<Seen>,
     /// Wakes the background task (after `enable`/`join`).
     wake: tokio::sync::Notify,
+    /// How far a running `nmem rebuild` is.
+    pub rebuild: std::sync::Arc<rebuild::Progress>,
 }
 
 #[derive(Default, Clone)]
@@ -381,177 +387,11 @@ async fn round_on(app: &App, conn: &mut Option<tokio_postgres::Client>) -> Resul
         *conn = Some(connect(app, &url).await?);
     }
     let client = conn.as_ref().expect("connected above");
-    backfill_step(app, client, &st).await?;
-    push(app, client, &st).await?;
-    pull(app, client, &st).await?;
+    backfill::step(app, client, &st).await?;
+    let personal = space::Space::personal(&st);
+    space::push(app, client, &st, &personal).await?;
+    space::pull(app, client, &st, &personal).await?;
     team::rounds(app, client, &st).await
-}
-
-/// One batch of the backfill (`sync::backfill`): derived on the writer, checked against what
-/// the space holds already, logged with its cursor on the writer. Another round follows at
-/// once while there is more.
-async fn backfill_step(
-    app: &App,
-    client: &tokio_postgres::Client,
-    st: &log::State,
-) -> Result<(), String> {
-    let Some(batch) = app
-        .writer
-        .exec(|c| Ok(backfill::next(c, backfill::BATCH)?))
-        .await
-        .map_err(|e| e.to_string())?
-    else {
-        return Ok(());
-    };
-    // The server's id of each event, as its push would name it.
-    let ids: Vec<(String, String)> = if batch.personal {
-        batch
-            .events
-            .iter()
-            .map(|(id, _)| (id.clone(), st.key.server_event_id(id)))
-            .collect()
-    } else {
-        let me = app
-            .writer
-            .exec(|c| Ok(team::identity(c)?))
-            .await
-            .map_err(|e| e.to_string())?;
-        batch
-            .events
-            .iter()
-            .map(|(id, _)| (id.clone(), me.event_id(&batch.space, id)))
-            .collect()
-    };
-    let server_ids: Vec<String> = ids.iter().map(|(_, s)| s.clone()).collect();
-    let on_server = remote::present(client, &batch.space, &server_ids).await?;
-    let present: std::collections::HashSet<String> = ids
-        .into_iter()
-        .filter(|(_, s)| on_server.contains(s))
-        .map(|(id, _)| id)
-        .collect();
-    let finished = batch.finished;
-    app.writer
-        .exec(move |c| Ok(backfill::commit(c, &batch, &present)?))
-        .await
-        .map_err(|e| e.to_string())?;
-    if !finished {
-        app.sync.wake.notify_one();
-    }
-    Ok(())
-}
-
-/// Upload this device's events above the server's head for it, each counted only once read
-/// back. The server holding something else under this device's id stops everything.
-async fn push(app: &App, client: &tokio_postgres::Client, st: &log::State) -> Result<(), String> {
-    let mut head = remote::head(client, &st.space, &st.device).await?;
-    let local = app
-        .writer
-        .exec(|c| Ok(log::local_seq(c)?))
-        .await
-        .map_err(|e| e.to_string())?;
-    // What the server holds of this device must be what this home wrote: check the last
-    // sequence number both have. A server ahead of this home is another home's doing.
-    let both = head.min(local);
-    if head > local {
-        return Err(mark_cloned(app, st).await);
-    }
-    if both > 0 {
-        let mine = app
-            .writer
-            .exec(move |c| Ok(log::event_at(c, both)?))
-            .await
-            .map_err(|e| e.to_string())?;
-        let theirs = remote::read_back(client, &st.space, &st.device, &[both]).await?;
-        let mine = mine.map(|id| st.key.server_event_id(&id));
-        if theirs.get(&both) != mine.as_ref() {
-            return Err(mark_cloned(app, st).await);
-        }
-    }
-    app.sync.seen.lock().unwrap().own_head = head;
-    loop {
-        let batch = app
-            .writer
-            .exec(move |c| Ok(quarantine::outbox(c, head, BATCH)?))
-            .await
-            .map_err(|e| e.to_string())?;
-        let Some(last) = batch.last().map(|b| b.0) else {
-            break;
-        };
-        // The current redaction rules first: what they would change is held back, before
-        // anything of it is sealed (the hold is committed before the placeholder goes up).
-        let held: Vec<i64> = batch
-            .iter()
-            .filter(|(_, _, env, state)| {
-                *state == tombstone::LIVE
-                    && !env.is_empty()
-                    && quarantine::hits(&app.ingest.redactor, env)
-            })
-            .map(|b| b.0)
-            .collect();
-        if !held.is_empty() {
-            tracing::warn!(
-                "sync: {} event(s) quarantined by the current redaction rules (`nmem sync \
-                 quarantine` lists them)",
-                held.len()
-            );
-            let seqs = held.clone();
-            app.writer
-                .exec(move |c| Ok(quarantine::hold(c, &seqs)?))
-                .await
-                .map_err(|e| e.to_string())?;
-        }
-        let mut out = Vec::with_capacity(batch.len());
-        for (seq, id, envelope, state) in &batch {
-            let held_now = held.contains(seq);
-            let id = if held_now {
-                quarantine::held_id(id)
-            } else {
-                id.clone()
-            };
-            let event_id = st.key.server_event_id(&id);
-            let place = Place {
-                space: &st.space,
-                device: &st.device,
-                seq: *seq,
-                event_id: &event_id,
-                key_id: &st.key_id,
-            };
-            // Forgotten, quarantined or dropped: a placeholder without ciphertext.
-            let sealed = if held_now
-                || envelope.is_empty()
-                || matches!(*state, quarantine::HELD | quarantine::ENDED)
-            {
-                None
-            } else {
-                Some(st.key.seal(&place, envelope).map_err(|e| e.to_string())?)
-            };
-            out.push(remote::Outgoing {
-                seq: *seq,
-                event_id,
-                sealed,
-            });
-        }
-        let stored = remote::push(client, &st.space, &st.device, &st.key_id, &out).await?;
-        let mut acked = 0;
-        for o in &out {
-            match stored.get(&o.seq) {
-                Some(id) if *id == o.event_id => acked += 1,
-                Some(_) => return Err(mark_cloned(app, st).await),
-                // The event id is on the server under another (device, seq): the same event
-                // recorded in two homes (an import run in both). It is there once; go on.
-                None => tracing::warn!(
-                    "sync: event {} of seq {} is on the server already under another device",
-                    o.event_id,
-                    o.seq
-                ),
-            }
-        }
-        head = last;
-        let mut seen = app.sync.seen.lock().unwrap();
-        seen.own_head = head;
-        seen.pushed += acked;
-    }
-    tombstone::null_on_server(app, client, st, head).await
 }
 
 async fn mark_cloned(app: &App, st: &log::State) -> String {
@@ -562,91 +402,6 @@ async fn mark_cloned(app: &App, st: &log::State) -> String {
     let msg = cloned_message(&st.device);
     tracing::error!("sync: {msg}");
     msg
-}
-
-/// Download what other devices wrote past this device's cursors, and store it through the
-/// writer with the cursor, one transaction per batch.
-async fn pull(app: &App, client: &tokio_postgres::Client, st: &log::State) -> Result<(), String> {
-    let heads = remote::heads(client, &st.space).await?;
-    app.sync.seen.lock().unwrap().heads = heads.clone();
-    let space = st.space.clone();
-    let mut cursors = app
-        .writer
-        .exec(move |c| Ok(log::cursors(c, &space)?))
-        .await
-        .map_err(|e| e.to_string())?;
-    for (device, head) in heads {
-        if device == st.device {
-            continue;
-        }
-        let mut cursor = cursors.remove(&device).unwrap_or(0);
-        while cursor < head {
-            let rows = remote::fetch(client, &st.space, &device, cursor, BATCH as i64).await?;
-            let Some(through) = rows.last().map(|r| r.seq) else {
-                break;
-            };
-            let mut events = Vec::with_capacity(rows.len());
-            for r in rows {
-                let Some(sealed) = r.sealed else {
-                    // Nulled by its owner (forgotten) or a quarantine placeholder: nothing to
-                    // store.
-                    continue;
-                };
-                let place = Place {
-                    space: &st.space,
-                    device: &device,
-                    seq: r.seq,
-                    event_id: &r.event_id,
-                    key_id: &r.key_id,
-                };
-                let plain = st.key.open(&place, &sealed).map_err(|e| {
-                    format!(
-                        "event {} of device {device}: {e}; pulling stopped there",
-                        r.seq
-                    )
-                })?;
-                let stopped = |e: String| {
-                    format!(
-                        "event {} of device {device}: {e}; pulling stopped there",
-                        r.seq
-                    )
-                };
-                let env = envelope::Envelope::from_bytes(&plain).map_err(stopped)?;
-                if env.tombstone.is_some() {
-                    events.push((r.seq, log::Inbound::Tombstone(env)));
-                    continue;
-                }
-                let mut ev = env.into_prepared().map_err(stopped)?;
-                // Inbound events pass this device's redactor too (its own patterns).
-                if app.ingest.redactor.apply(&mut ev) {
-                    events.push((r.seq, log::Inbound::Event(ev)));
-                }
-            }
-            let (space, dev) = (st.space.clone(), device.clone());
-            let n = events.len() as u64;
-            // A batch that forgets rows deletes them so that they cannot be read back.
-            let forgets = events
-                .iter()
-                .any(|e| matches!(e.1, log::Inbound::Tombstone(_)));
-            app.writer
-                .exec(move |c| {
-                    if forgets {
-                        let how = crate::maintain::Scrub::Routine;
-                        Ok(crate::maintain::scrubbed(c, how, |c| {
-                            log::apply_inbound(c, &space, &dev, &events, through)
-                        })?
-                        .0)
-                    } else {
-                        Ok(log::apply_inbound(c, &space, &dev, &events, through)?)
-                    }
-                })
-                .await
-                .map_err(|e| e.to_string())?;
-            app.sync.seen.lock().unwrap().pulled += n;
-            cursor = through;
-        }
-    }
-    Ok(())
 }
 
 /// `nmem sync quarantine [--release | --drop]`.
@@ -708,5 +463,13 @@ pub async fn verify(app: &App) -> Result<Verified, WriteError> {
 
 /// `nmem rebuild`: the projections regenerated from the event log, on the writer.
 pub async fn rebuild(app: &App) -> Result<Rebuilt, WriteError> {
-    app.writer.exec(|c| Ok(rebuild::run(c)?)).await
+    let progress = app.sync.rebuild.clone();
+    let out = app
+        .writer
+        .exec(move |c| Ok(rebuild::run(c, &progress)?))
+        .await;
+    // Restored rows keep their old ids, below what the project filter's sets were brought up
+    // to: build them again.
+    app.readers.project_ids().clear();
+    out
 }

@@ -14,6 +14,7 @@ use nmem_proto::sync::{Quarantined, QuarantinedEvent};
 use rusqlite::{params, Connection};
 
 use super::envelope::Envelope;
+use super::log::Stream;
 
 /// `sync_log.state` values (migration 016; 1 and 2 are [`super::tombstone`]'s).
 pub const HELD: i64 = 3;
@@ -23,28 +24,23 @@ pub const ENDED: i64 = 5;
 
 const SUFFIX: &str = "#quarantined";
 
-/// A logged event bound for upload: seq, local id, envelope, state.
-pub type Row = (i64, String, Vec<u8>, i64);
-
-/// Up to `limit` logged events after `after`, in order, with their state.
-pub fn outbox(conn: &Connection, after: i64, limit: usize) -> rusqlite::Result<Vec<Row>> {
-    let mut st = conn.prepare_cached(
-        "SELECT seq, event_id, envelope, state FROM sync_log
-         WHERE seq > ?1 ORDER BY seq LIMIT ?2",
-    )?;
-    let rows = st.query_map(params![after, limit as i64], |r| {
-        Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
-    })?;
-    rows.collect()
-}
-
 /// Whether the current rules would change this envelope (an ordinary event only).
 pub fn hits(redactor: &Redactor, envelope: &[u8]) -> bool {
-    let Ok(env) = Envelope::from_bytes(envelope) else {
+    let Ok(mut env) = Envelope::from_bytes(envelope) else {
         return false;
     };
     if env.tombstone.is_some() {
         return false;
+    }
+    if let Some(k) = env.knowledge.as_mut() {
+        return super::envelope::redact_knowledge(redactor, k) > 0;
+    }
+    match env.edit {
+        Some(super::envelope::Edit::Rewrite { envelope }) => {
+            return hits(redactor, &envelope.to_bytes())
+        }
+        Some(super::envelope::Edit::Pin { .. }) => return false,
+        None => {}
     }
     let Ok(mut ev) = env.into_prepared() else {
         return false;
@@ -52,16 +48,16 @@ pub fn hits(redactor: &Redactor, envelope: &[u8]) -> bool {
     !redactor.apply(&mut ev) || ev.redactions > 0
 }
 
-/// Quarantine the events at `seqs` (not yet uploaded): their ids take the suffix.
-pub fn hold(conn: &mut Connection, seqs: &[i64]) -> rusqlite::Result<()> {
+/// Quarantine the events of `stream` at `seqs` (not yet uploaded): their ids take the suffix.
+pub fn hold(conn: &mut Connection, stream: &Stream, seqs: &[i64]) -> rusqlite::Result<()> {
     let tx = conn.transaction()?;
     {
-        let mut st = tx.prepare_cached(
-            "UPDATE sync_log SET event_id = event_id || ?2, state = ?3
-             WHERE seq = ?1 AND state = 0",
-        )?;
+        let mut st = tx.prepare_cached(&stream.sql(
+            "UPDATE {log} SET event_id = event_id || ?3, state = ?4
+             WHERE {rows} AND seq = ?2 AND state = 0",
+        ))?;
         for s in seqs {
-            st.execute(params![s, SUFFIX, HELD])?;
+            st.execute(params![stream.param(), s, SUFFIX, HELD])?;
         }
     }
     tx.commit()
@@ -72,29 +68,43 @@ pub fn held_id(id: &str) -> String {
     format!("{id}{SUFFIX}")
 }
 
+/// The quarantined events, each counted once however many streams hold it.
 pub fn count(conn: &Connection) -> rusqlite::Result<i64> {
     conn.query_row(
-        "SELECT COUNT(*) FROM sync_log WHERE state = ?1",
+        &format!("SELECT COUNT(DISTINCT event_id) FROM ({HELD_ROWS})"),
         [HELD],
         |r| r.get(0),
     )
 }
 
+/// Every stream's quarantined rows: (space or NULL for the personal stream, seq, event id,
+/// envelope), on the parameter `?1` = [`HELD`].
+const HELD_ROWS: &str = "SELECT NULL AS space, seq, event_id, envelope FROM sync_log
+     WHERE state = ?1
+     UNION ALL SELECT space, seq, event_id, envelope FROM sync_space_log WHERE state = ?1";
+
+type HeldRow = (Option<String>, i64, String, Vec<u8>);
+
+fn held_rows(conn: &Connection, limit: i64) -> rusqlite::Result<Vec<HeldRow>> {
+    let mut st = conn.prepare(&format!(
+        "SELECT space, seq, event_id, envelope FROM ({HELD_ROWS})
+         ORDER BY space IS NOT NULL, space, seq LIMIT ?2"
+    ))?;
+    let rows = st.query_map(params![HELD, limit], |r| {
+        Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+    })?;
+    rows.collect()
+}
+
 /// The quarantined events, each with a preview redacted by the current rules.
 fn list(conn: &Connection, redactor: &Redactor) -> rusqlite::Result<Vec<QuarantinedEvent>> {
-    let mut st = conn.prepare(
-        "SELECT seq, event_id, envelope FROM sync_log WHERE state = ?1 ORDER BY seq LIMIT 1000",
-    )?;
-    let rows = st.query_map([HELD], |r| {
-        Ok((
-            r.get::<_, i64>(0)?,
-            r.get::<_, String>(1)?,
-            r.get::<_, Vec<u8>>(2)?,
-        ))
-    })?;
-    let mut out = Vec::new();
-    for row in rows {
-        let (seq, id, env) = row?;
+    let mut out: Vec<QuarantinedEvent> = Vec::new();
+    for (_, seq, id, env) in held_rows(conn, 1000)? {
+        let id = id.trim_end_matches(SUFFIX).to_string();
+        // Held in the personal stream and a team's: listed once (the first, personal).
+        if out.iter().any(|e| e.event_id == id) {
+            continue;
+        }
         let env = Envelope::from_bytes(&env).ok();
         let (project, mut preview) = match &env {
             Some(e) => (
@@ -110,7 +120,7 @@ fn list(conn: &Connection, redactor: &Redactor) -> rusqlite::Result<Vec<Quaranti
         let preview: String = preview.chars().take(120).collect();
         out.push(QuarantinedEvent {
             seq,
-            event_id: id.trim_end_matches(SUFFIX).to_string(),
+            event_id: id,
             project,
             preview,
         });
@@ -137,31 +147,31 @@ pub fn act(
         });
     }
     let tx = conn.transaction()?;
-    let mut n = 0;
-    {
-        let rows: Vec<(i64, String, Vec<u8>)> = tx
-            .prepare("SELECT seq, event_id, envelope FROM sync_log WHERE state = ?1 ORDER BY seq")?
-            .query_map([HELD], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
-            .collect::<Result<_, _>>()?;
-        for (seq, id, env) in rows {
+    let n = {
+        let mut events = std::collections::HashSet::new();
+        for (space, seq, id, env) in held_rows(&tx, i64::MAX)? {
+            let stream = space.map_or(Stream::Personal, Stream::Team);
+            let original = id.trim_end_matches(SUFFIX);
             if release {
-                let original = id.trim_end_matches(SUFFIX);
-                super::log::append_envelope(&tx, original, &env)?;
+                super::log::append_to(&tx, &stream, original, &env)?;
                 tx.execute(
-                    "UPDATE sync_log SET state = ?2 WHERE event_id = ?1",
-                    params![original, RELEASED],
+                    &stream.sql("UPDATE {log} SET state = ?3 WHERE {rows} AND event_id = ?2"),
+                    params![stream.param(), original, RELEASED],
                 )?;
             }
             // Released: its copy is logged again, so the held row keeps nothing. Dropped: the
             // envelope stays here (it is this device's event), never uploaded.
             tx.execute(
-                "UPDATE sync_log SET envelope = CASE WHEN ?3 THEN x'' ELSE envelope END,
-                   state = ?2 WHERE seq = ?1",
-                params![seq, ENDED, release],
+                &stream.sql(
+                    "UPDATE {log} SET envelope = CASE WHEN ?4 THEN x'' ELSE envelope END,
+                       state = ?3 WHERE {rows} AND seq = ?2",
+                ),
+                params![stream.param(), seq, ENDED, release],
             )?;
-            n += 1;
+            events.insert(original.to_string());
         }
-    }
+        events.len() as i64
+    };
     tx.commit()?;
     Ok(Quarantined {
         quarantined: total - n,

@@ -6,13 +6,14 @@
 //! phrase. A member is a device's `age1…` public key. Removing a member rotates the key: a new key
 //! id, wrapped for the remaining members only, under which new events are sealed; older events
 //! keep their key id and stay readable by whoever held that key. Each (space, device) is its own
-//! dense stream (`sync_space_log`), pushed and pulled exactly like the personal one.
+//! dense stream (`sync_space_log`), pushed and pulled by the personal space's code
+//! ([`super::space`]).
 //!
 //! Joining is explicit (`nmem team join SPACE`), not automatic on the next round: being added
 //! to a team by someone must not by itself pour their events into this memory.
 
-use super::crypto::{self, DeviceIdentity, Place, SpaceKey};
-use super::{invalid, log, remote, BATCH};
+use super::crypto::{self, DeviceIdentity, SpaceKey};
+use super::{invalid, log, remote};
 use crate::app::App;
 use crate::store::writer::WriteError;
 use nmem_proto::sync::TeamStatus;
@@ -123,39 +124,6 @@ fn set_locked(conn: &Connection, space: &str, why: &str) -> rusqlite::Result<()>
     log::load_routes(conn)
 }
 
-fn space_seq(conn: &Connection, space: &str) -> rusqlite::Result<i64> {
-    conn.query_row(
-        "SELECT COALESCE(MAX(seq), 0) FROM sync_space_log WHERE space = ?1",
-        [space],
-        |r| r.get(0),
-    )
-}
-
-fn outbox(
-    conn: &Connection,
-    space: &str,
-    after: i64,
-    limit: usize,
-) -> rusqlite::Result<Vec<log::Logged>> {
-    let mut st = conn.prepare_cached(
-        "SELECT seq, event_id, envelope FROM sync_space_log WHERE space = ?1 AND seq > ?2
-         ORDER BY seq LIMIT ?3",
-    )?;
-    let rows = st.query_map(params![space, after, limit as i64], |r| {
-        Ok((r.get(0)?, r.get(1)?, r.get(2)?))
-    })?;
-    rows.collect()
-}
-
-fn event_at(conn: &Connection, space: &str, seq: i64) -> rusqlite::Result<Option<String>> {
-    conn.query_row(
-        "SELECT event_id FROM sync_space_log WHERE space = ?1 AND seq = ?2",
-        params![space, seq],
-        |r| r.get(0),
-    )
-    .optional()
-}
-
 fn shares(conn: &Connection) -> rusqlite::Result<Vec<Share>> {
     let mut st =
         conn.prepare("SELECT project, space, extra FROM sync_shares ORDER BY project, space")?;
@@ -217,7 +185,7 @@ fn team_status(
             .filter(|s| s.space == t.space)
             .cloned()
             .collect(),
-        local_seq: space_seq(conn, &t.space)?,
+        local_seq: log::stream_seq(conn, &log::Stream::Team(t.space.clone()))?,
         locked: t.locked.clone(),
     })
 }
@@ -686,173 +654,15 @@ async fn round(
         }
         t.locked = Some(why);
     }
-    if t.locked.is_none() {
-        push(app, client, st, me, &t).await?;
+    let sp = super::space::Space::team(t, me);
+    if sp.locked.is_none() {
+        super::space::push(app, client, st, &sp).await?;
     }
-    pull(app, client, st, &t).await?;
-    match t.locked {
+    super::space::pull(app, client, st, &sp).await?;
+    match sp.locked {
         Some(why) => Err(why),
         None => Ok(()),
     }
-}
-
-/// As the personal push (`super::push`): the log above the server's head, read back.
-async fn push(
-    app: &App,
-    client: &tokio_postgres::Client,
-    st: &log::State,
-    me: &DeviceIdentity,
-    t: &Team,
-) -> Result<(), String> {
-    let key = t.keys.get(&t.key_id).ok_or("the current key is missing")?;
-    let mut head = remote::head(client, &t.space, &st.device).await?;
-    let space = t.space.clone();
-    let local = app
-        .writer
-        .exec(move |c| Ok(space_seq(c, &space)?))
-        .await
-        .map_err(|e| e.to_string())?;
-    if head > local {
-        return Err(super::mark_cloned(app, st).await);
-    }
-    let both = head.min(local);
-    if both > 0 {
-        let space = t.space.clone();
-        let mine = app
-            .writer
-            .exec(move |c| Ok(event_at(c, &space, both)?))
-            .await
-            .map_err(|e| e.to_string())?
-            .map(|id| me.event_id(&t.space, &id));
-        let theirs = remote::read_back(client, &t.space, &st.device, &[both]).await?;
-        if theirs.get(&both) != mine.as_ref() {
-            return Err(super::mark_cloned(app, st).await);
-        }
-    }
-    loop {
-        let space = t.space.clone();
-        let batch = app
-            .writer
-            .exec(move |c| Ok(outbox(c, &space, head, BATCH)?))
-            .await
-            .map_err(|e| e.to_string())?;
-        let Some(last) = batch.last().map(|b| b.0) else {
-            return Ok(());
-        };
-        let mut out = Vec::with_capacity(batch.len());
-        for (seq, id, envelope) in &batch {
-            let event_id = me.event_id(&t.space, id);
-            let place = Place {
-                space: &t.space,
-                device: &st.device,
-                seq: *seq,
-                event_id: &event_id,
-                key_id: &t.key_id,
-            };
-            let sealed = key.seal(&place, envelope).map_err(|e| e.to_string())?;
-            out.push(remote::Outgoing {
-                seq: *seq,
-                event_id,
-                sealed: Some(sealed),
-            });
-        }
-        let stored = remote::push(client, &t.space, &st.device, &t.key_id, &out).await?;
-        for o in &out {
-            if let Some(id) = stored.get(&o.seq) {
-                if *id != o.event_id {
-                    return Err(super::mark_cloned(app, st).await);
-                }
-            }
-        }
-        head = last;
-    }
-}
-
-/// As the personal pull (`super::pull`), opening each event with the key of its key id. An
-/// event under a key this device does not hold stops the pull of its device there (what came
-/// before it is stored).
-async fn pull(
-    app: &App,
-    client: &tokio_postgres::Client,
-    st: &log::State,
-    t: &Team,
-) -> Result<(), String> {
-    let heads = remote::heads(client, &t.space).await?;
-    let space = t.space.clone();
-    let mut cursors = app
-        .writer
-        .exec(move |c| Ok(log::cursors(c, &space)?))
-        .await
-        .map_err(|e| e.to_string())?;
-    for (device, head) in heads {
-        if device == st.device {
-            continue;
-        }
-        let mut cursor = cursors.remove(&device).unwrap_or(0);
-        while cursor < head {
-            let rows = remote::fetch(client, &t.space, &device, cursor, BATCH as i64).await?;
-            let Some(mut through) = rows.last().map(|r| r.seq) else {
-                break;
-            };
-            let mut events = Vec::with_capacity(rows.len());
-            let mut stop = None;
-            for r in rows {
-                let Some(sealed) = r.sealed else { continue };
-                let Some(key) = t.keys.get(&r.key_id) else {
-                    through = r.seq - 1;
-                    stop = Some(format!(
-                        "event {} of device {device} is sealed under key {}, which this device \
-                         does not hold{}; pulling stopped there",
-                        r.seq,
-                        r.key_id,
-                        t.locked
-                            .as_deref()
-                            .map(|_| " (it was removed from the team)")
-                            .unwrap_or("")
-                    ));
-                    break;
-                };
-                let place = Place {
-                    space: &t.space,
-                    device: &device,
-                    seq: r.seq,
-                    event_id: &r.event_id,
-                    key_id: &r.key_id,
-                };
-                let plain = key.open(&place, &sealed).map_err(|e| {
-                    format!(
-                        "event {} of device {device}: {e}; pulling stopped there",
-                        r.seq
-                    )
-                })?;
-                let mut ev = super::envelope::Envelope::from_bytes(&plain)
-                    .and_then(|e| e.into_prepared())
-                    .map_err(|e| {
-                        format!(
-                            "event {} of device {device}: {e}; pulling stopped there",
-                            r.seq
-                        )
-                    })?;
-                if app.ingest.redactor.apply(&mut ev) {
-                    events.push((r.seq, log::Inbound::Event(ev)));
-                }
-            }
-            if through > cursor {
-                let (space, dev) = (t.space.clone(), device.clone());
-                let n = events.len() as u64;
-                app.writer
-                    .exec(move |c| Ok(log::apply_inbound(c, &space, &dev, &events, through)?))
-                    .await
-                    .map_err(|e| e.to_string())?;
-                app.sync.seen.lock().unwrap().pulled += n;
-                cursor = through;
-            }
-            if let Some(e) = stop {
-                return Err(e);
-            }
-        }
-    }
-    Ok(())
 }
 
 /// `nmem team leave SPACE [--forget-data]`: this device leaves a team space from its own side.
@@ -909,7 +719,7 @@ fn leave_here(
                 )?
                 .query_map(params![space, personal], |r| r.get(0))?
                 .collect::<Result<_, _>>()?;
-            forgotten = super::tombstone::forget_here(&tx, &ids, "team_leave")?;
+            forgotten = super::tombstone::forget_here(&tx, &ids, "team_leave", None)?;
         }
         for sql in [
             "DELETE FROM sync_space_log WHERE space = ?1",

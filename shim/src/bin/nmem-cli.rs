@@ -4,7 +4,7 @@
 
 use clap::{Parser, Subcommand, ValueEnum};
 use nmem_proto::harness::Harness;
-use nmem_proto::query::{OrderBy, SearchMode};
+use nmem_proto::query::{OrderBy, OriginFilter, SearchMode};
 use nmem_shim::cli;
 use std::process::ExitCode;
 
@@ -36,6 +36,30 @@ enum Mode {
     Lexical,
     /// Meaning only (needs an embedding model).
     Semantic,
+}
+
+/// Which results a search keeps by where they were captured (sync).
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum Origin {
+    /// Every result (the default).
+    Any,
+    /// Captured on this device.
+    ThisDevice,
+    /// This device and your other devices (the personal sync space).
+    MyDevices,
+    /// Your teammates' events, received through a team space.
+    Team,
+}
+
+impl From<Origin> for OriginFilter {
+    fn from(o: Origin) -> OriginFilter {
+        match o {
+            Origin::Any => OriginFilter::Any,
+            Origin::ThisDevice => OriginFilter::ThisDevice,
+            Origin::MyDevices => OriginFilter::MyDevices,
+            Origin::Team => OriginFilter::Team,
+        }
+    }
 }
 
 impl From<Mode> for SearchMode {
@@ -189,6 +213,11 @@ enum Command {
         /// done, dropped.
         #[arg(long = "status", value_name = "STATUS")]
         status: Vec<String>,
+        /// Only results captured here (this-device), on your devices (my-devices: this one and
+        /// the others of your personal sync space) or by teammates (team: through a team
+        /// space). Results from elsewhere say where they came from.
+        #[arg(long, value_enum, value_name = "ORIGIN")]
+        origin: Option<Origin>,
     },
     /// Full observations by id (and document chunks by `--doc ID`, the ids of `doc` results,
     /// knowledge and work items by `--knowledge ID`, the ids of `knowledge` and `work` results).
@@ -351,7 +380,10 @@ enum Command {
     Sync(SyncCommand),
     /// Regenerate the local projections from the event log (this device's synced events and
     /// those received from others): rows that are missing are stored again, the full-text
-    /// indexes rebuilt, vectors recomputed for restored rows. Rows present keep their pins.
+    /// indexes rebuilt, vectors recomputed for restored rows. Rows present keep their pins;
+    /// restored rows get back their ids and origin, so search gives the same results in the
+    /// same order. On a terminal a progress bar on stderr follows the phases (reading,
+    /// restoring, indexing).
     Rebuild {
         /// `events`, `restored`, `indexed`, `unreadable`, `sync_enabled` as JSON.
         #[arg(long)]
@@ -934,6 +966,7 @@ fn main() -> ExitCode {
             no_docs,
             no_knowledge,
             status,
+            origin,
         } => cli::search(cli::SearchArgs {
             query,
             project: cli::project_arg(project.project, project.all_projects),
@@ -950,6 +983,7 @@ fn main() -> ExitCode {
             no_docs,
             no_knowledge,
             status,
+            origin: origin.map(Into::into),
         }),
         Command::Get {
             ids,

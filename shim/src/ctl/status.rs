@@ -3,20 +3,25 @@
 use super::*;
 use nmem_proto::status;
 
+/// How long the status route may take once the daemon has answered its health probe.
+const STATUS_DEADLINE: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// `nmemctl status`: the daemon's view, or what the files say when it is down.
 /// Exit 0 healthy, 1 not running, 2 degraded.
 pub fn status(json: bool) -> ExitCode {
     let paths = Paths::from_env();
-    // Bounded: a stopped or hung daemon must not make status hang too (the status route counts
-    // rows on a reader, which a healthy daemon answers in milliseconds).
+    // Bounded: a stopped or hung daemon must not make status hang too. The health probe says
+    // so within a second; the status route itself (it counts rows on a reader, milliseconds on
+    // a healthy daemon) gets longer, so that a daemon merely slowed by a loaded machine (an
+    // embedder busy, builds running) is not reported as hung.
     let (mut s, reach_error) = match crate::daemon_client::call::<(), wire::Status>(
         "GET",
         wire::PATH_STATUS,
         None,
         Options {
-            deadline: crate::daemon_client::PROBE,
+            deadline: STATUS_DEADLINE,
             autostart: false,
-            probe: false,
+            probe: true,
         },
     ) {
         Ok(s) => (s, None),
