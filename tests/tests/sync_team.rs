@@ -539,3 +539,65 @@ fn knowledge_items_and_their_changes_reach_the_team() {
     let dump = String::from_utf8_lossy(&pg.dump()).to_string();
     assert!(!dump.contains("keyset"), "plaintext on the server");
 }
+
+/// A teammate's forget takes the thoughts (reasoning read from the transcript) that came with
+/// its events: the tombstone names them by their own ids, which have no origin on the receiver.
+#[test]
+fn a_teammates_forget_takes_the_thoughts_that_came_with_its_events() {
+    let Some(pg) = Postgres::start() else { return };
+    let a = Home::new("stta");
+    let c = Home::new("sttc");
+    let (_da, _dc) = (a.start(), c.start());
+    enable(&a, &pg);
+    enable(&c, &pg);
+    ok_json(&a, &["team", "create", "acme", "--json"]);
+    ok_json(&a, &["team", "add", "acme", &identity(&c), "--json"]);
+    ok_json(&c, &["team", "join", "acme", "--json"]);
+    let shared = [
+        "share",
+        "acme-api",
+        "--team",
+        "acme",
+        "--with",
+        "prompts,all",
+    ];
+    ok_json(&a, &[&shared[..], &["--json"]].concat());
+    // A session replayed through the hooks, its reasoning read from the transcript.
+    let transcript = nmem_e2e::fixtures().join("transcripts/claude-code/sample-session.jsonl");
+    let path = a.dir.join("sample-session.jsonl");
+    std::fs::copy(transcript, &path).unwrap();
+    for e in nmem_e2e::hook_events_from_transcript(&path) {
+        let out = a.record("claude-code", &e);
+        assert!(out.status.success(), "{out:?}");
+    }
+    let thoughts = "SELECT COUNT(*) FROM prompts WHERE source = 'agent'";
+    assert_eq!(a.count(thoughts), 4);
+    ok_json(&a, &["sync", "now", "--json"]);
+    wait_until("C to hold A's session with its reasoning", CONVERGE, || {
+        c.count(thoughts) == 4
+    });
+
+    let out = a
+        .cmd("nmemctl")
+        .args(["purge", "--project", "acme-api", "--yes", "--json"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    ok_json(&a, &["sync", "now", "--json"]);
+    let left = "SELECT (SELECT COUNT(*) FROM observations WHERE project = 'acme-api')
+                     + (SELECT COUNT(*) FROM prompts WHERE project = 'acme-api')";
+    wait_until(
+        "C to forget A's session, reasoning included",
+        CONVERGE,
+        || {
+            ok_json(&c, &["sync", "now", "--json"]);
+            c.count(left) == 0
+        },
+    );
+    assert_eq!(c.count(thoughts), 0);
+}
