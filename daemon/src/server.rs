@@ -57,6 +57,8 @@ pub fn router(app: Arc<App>, limits: Arc<crate::conn::Limits>) -> Router {
         .route(wire::PATH_SYNC_QUARANTINE, post(sync_quarantine))
         .route(wire::PATH_SYNC_VERIFY, post(sync_verify))
         .route(wire::PATH_REBUILD, post(rebuild))
+        .route(wire::PATH_SYNC_LEAVE, post(sync_leave))
+        .route(wire::PATH_TEAM_LEAVE, post(team_leave))
         .route(wire::PATH_REBUILD_PROGRESS, post(rebuild_progress))
         // The viewer's API without a token: this socket is the owner's alone.
         .merge(crate::web::api::routes())
@@ -305,6 +307,19 @@ async fn sync_disable(
     State(app): State<Arc<App>>,
 ) -> Result<Json<nmem_proto::sync::SyncStatus>, ApiError> {
     Ok(Json(crate::sync::disable(&app).await?))
+}
+
+async fn sync_leave(
+    State(app): State<Arc<App>>,
+) -> Result<Json<nmem_proto::sync::SyncStatus>, ApiError> {
+    Ok(Json(crate::sync::leave(&app).await?))
+}
+
+async fn team_leave(
+    State(app): State<Arc<App>>,
+    b: Bytes,
+) -> Result<Json<nmem_proto::sync::TeamLeft>, ApiError> {
+    Ok(Json(crate::sync::team::leave(&app, body(&b)?).await?))
 }
 
 async fn sync_identity(

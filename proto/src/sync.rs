@@ -86,6 +86,20 @@ pub struct SyncStatus {
     /// quarantine` lists them, `--release` uploads them as they are, `--drop` keeps them here.
     #[serde(default)]
     pub quarantined: i64,
+    /// The upload of history stored before sync was turned on (and before a project was shared
+    /// with a team space), every job together; absent when none was ever planned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backfill: Option<Backfill>,
+}
+
+/// Backfill progress: stored rows looked at out of those stored when it began (each looked at
+/// row is logged for upload unless routing keeps it out or the space holds it already).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Backfill {
+    pub done: i64,
+    pub total: i64,
+    /// Still going.
+    pub running: bool,
 }
 
 // Team spaces and routing (docs/sync.md, "Team spaces"). Appended fields and types only.
@@ -249,6 +263,29 @@ pub struct Rebuilt {
     pub unreadable: u64,
     /// Rows indexed again in the full-text indexes.
     pub indexed: u64,
+}
+
+// Leaving (docs/sync.md, "Leaving"): `nmem team leave`. Appended types only.
+
+/// `POST /v1/team/leave`: this device leaves a team space.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TeamLeaveRequest {
+    pub space: String,
+    /// Also delete the rows pulled from the team's devices (those that are not devices of this
+    /// home's personal space too).
+    #[serde(default)]
+    pub forget_data: bool,
+}
+
+/// What `nmem team leave` did.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct TeamLeft {
+    pub space: String,
+    /// Whether the server listed this device as a member (its rows there are gone now).
+    pub was_member_on_server: bool,
+    /// Rows deleted here (`--forget-data`).
+    pub forgotten: u64,
 }
 
 /// The reply of `/v1/rebuild/progress`: how far a running `nmem rebuild` is (the CLI's

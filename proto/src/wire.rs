@@ -39,6 +39,8 @@
 //! | `POST /v1/sync/quarantine` | [`crate::sync::QuarantineRequest`] | [`crate::sync::Quarantined`] |
 //! | `POST /v1/sync/verify` | [`crate::admin::Empty`] | [`crate::sync::Verified`] |
 //! | `POST /v1/rebuild` | [`crate::admin::Empty`] | [`crate::sync::Rebuilt`] |
+//! | `POST /v1/sync/leave` | [`crate::admin::Empty`] | [`crate::sync::SyncStatus`] (this device left its personal space) |
+//! | `POST /v1/team/leave` | [`crate::sync::TeamLeaveRequest`] | [`crate::sync::TeamLeft`] |
 //! | `POST /v1/rebuild/progress` | [`crate::admin::Empty`] | [`crate::sync::RebuildProgress`] (a running rebuild's phase and counts) |
 //! | `POST /v1/ui` | [`UiRequest`] | [`UiReply`] (the web viewer's listener: start, stop, rotate its token, or ask) |
 //!
@@ -82,6 +84,8 @@ pub const PATH_TEAM_JOIN: &str = "/v1/team/join";
 pub const PATH_SYNC_QUARANTINE: &str = "/v1/sync/quarantine";
 pub const PATH_SYNC_VERIFY: &str = "/v1/sync/verify";
 pub const PATH_REBUILD: &str = "/v1/rebuild";
+pub const PATH_SYNC_LEAVE: &str = "/v1/sync/leave";
+pub const PATH_TEAM_LEAVE: &str = "/v1/team/leave";
 pub const PATH_REBUILD_PROGRESS: &str = "/v1/rebuild/progress";
 
 /// Unique per `nmem record` invocation; makes a replay from the spool idempotent.

@@ -1,4 +1,4 @@
-//! `nmem sync enable | join | now | status | disable | identity | exclude | include |
+//! `nmem sync enable | join | now | status | disable | leave | identity | exclude | include |
 //! quarantine | verify`, `nmem share`, `nmem team` and `nmem rebuild`: the commands of sync
 //! (docs/sync.md).
 //! Each asks the running daemon, which does the work; `--json` prints its reply.
@@ -118,6 +118,52 @@ pub fn disable(json: bool) -> ExitCode {
     })
 }
 
+/// `nmem sync leave`: this device leaves its personal space (not a pause: see `disable`).
+pub fn leave(json: bool) -> ExitCode {
+    let res = post::<_, SyncStatus>(wire::PATH_SYNC_LEAVE, &Empty {});
+    finish(res, json, |_| {
+        text(
+            "left the personal space: this device no longer syncs, and forgot the space's key, \
+             its device id and its cursors; everything it holds stays here. To come back: `nmem \
+             sync join` with the recovery phrase (what the space holds already is not sent \
+             again)\n"
+                .into(),
+        )
+    })
+}
+
+/// `nmem team leave SPACE [--forget-data]`.
+pub fn team_leave(space: String, forget_data: bool, json: bool) -> ExitCode {
+    let res = post::<_, nmem_proto::sync::TeamLeft>(
+        wire::PATH_TEAM_LEAVE,
+        &nmem_proto::sync::TeamLeaveRequest { space, forget_data },
+    );
+    finish(res, json, |l| {
+        let mut b = format!(
+            "left team space {}{}\n",
+            l.space,
+            if l.was_member_on_server {
+                ": removed from its members on the server (the next rotation leaves this device \
+                 out)"
+            } else {
+                " (the server no longer listed this device as a member)"
+            }
+        );
+        if forget_data {
+            b.push_str(&format!(
+                "deleted {} row(s) received from the team's devices\n",
+                l.forgotten
+            ));
+        } else {
+            b.push_str(
+                "what this device received from the team stays here (`--forget-data` deletes \
+                 it)\n",
+            );
+        }
+        text(b)
+    })
+}
+
 fn status_text(s: &SyncStatus) -> Text {
     use std::fmt::Write as _;
     let Some(space) = &s.space else {
@@ -155,6 +201,19 @@ fn status_text(s: &SyncStatus) -> Text {
             if me { " (this device)" } else { "" },
             h.seq,
             h.applied
+        );
+    }
+    if let Some(f) = &s.backfill {
+        let _ = writeln!(
+            b,
+            "backfill     {}/{}{}",
+            f.done,
+            f.total,
+            if f.running {
+                " (history stored before sync was on, uploading)"
+            } else {
+                " (done)"
+            }
         );
     }
     if !s.excluded.is_empty() {

@@ -5,6 +5,8 @@
 //!
 //! Waiting is always on a condition with a deadline ([`wait_until`]), never a bare sleep.
 
+pub mod sync;
+
 use nmem_proto::paths::Paths;
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -28,6 +28,7 @@ mod redaction;
 mod repo;
 mod service;
 mod sync;
+mod sync_enable;
 mod sync_ops;
 mod sync_origin;
 mod sync_team;

@@ -6,132 +6,17 @@
 //! Every test skips (with the reason printed) when PostgreSQL is not installed, unless
 //! NMEM_REQUIRE_ALL=1.
 
-use nmem_e2e::{bash_event, wait_until, Home, Postgres};
-use std::collections::BTreeSet;
-use std::process::{Output, Stdio};
+use nmem_e2e::sync::{
+    device, enable, event_ids, join, nmem, observations, ok_json, record, server_stream, status,
+    Space, CONVERGE,
+};
+use nmem_e2e::{wait_until, Home, Postgres};
 use std::time::{Duration, Instant};
-
-/// Converging: the background task polls every second, backing off to 30 s while the server
-/// is away; a CI machine is slow.
-pub(crate) const CONVERGE: Duration = Duration::from_secs(120);
 
 /// A phrase of the right form (valid BIP-39, 32 bytes) that is no space's key.
 const WRONG_PHRASE: &str = "abandon abandon abandon abandon abandon abandon abandon abandon \
     abandon abandon abandon abandon abandon abandon abandon abandon abandon abandon abandon \
     abandon abandon abandon abandon art";
-
-pub(crate) fn nmem(home: &Home, args: &[&str]) -> Output {
-    home.cmd("nmem")
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run nmem")
-}
-
-pub(crate) fn ok_json(home: &Home, args: &[&str]) -> serde_json::Value {
-    let out = nmem(home, args);
-    assert!(
-        out.status.success(),
-        "nmem {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "nmem {args:?}: not JSON ({e}): {}",
-            String::from_utf8_lossy(&out.stdout)
-        )
-    })
-}
-
-/// `nmem sync enable` on `home`: its recovery phrase.
-pub(crate) fn enable(home: &Home, pg: &Postgres) -> String {
-    let v = ok_json(home, &["sync", "enable", "--url", &pg.url(), "--json"]);
-    v["recovery_phrase"].as_str().unwrap().to_string()
-}
-
-/// `nmem sync join` on `home` with the phrase in a file.
-pub(crate) fn join(home: &Home, pg: &Postgres, phrase: &str) -> Output {
-    let f = home.dir.join("phrase.txt");
-    std::fs::write(&f, phrase).unwrap();
-    nmem(
-        home,
-        &[
-            "sync",
-            "join",
-            "--phrase-file",
-            f.to_str().unwrap(),
-            "--url",
-            &pg.url(),
-            "--json",
-        ],
-    )
-}
-
-pub(crate) fn status(home: &Home) -> serde_json::Value {
-    ok_json(home, &["sync", "status", "--json"])
-}
-
-/// Record `n` events on `home` through the batch route, ids `{tag}-{i}`, content carrying `extra`.
-pub(crate) fn record(home: &Home, tag: &str, range: std::ops::Range<usize>, extra: &str) {
-    let ids: Vec<usize> = range.collect();
-    for chunk in ids.chunks(100) {
-        let body: Vec<String> = chunk
-            .iter()
-            .map(|i| {
-                let mut payload: serde_json::Value =
-                    serde_json::from_slice(&bash_event(&format!("sess-{tag}"), *i)).unwrap();
-                payload["tool_response"]["stdout"] = format!("{tag} output {i} {extra}\n").into();
-                serde_json::json!({
-                    "event_id": format!("{tag}-{i}"),
-                    "received_at": 1_790_000_000_000i64 + *i as i64,
-                    "harness": "claude-code",
-                    "payload": payload,
-                })
-                .to_string()
-            })
-            .collect();
-        let r = nmem_proto::client::call(
-            &home.paths.socket,
-            "POST",
-            "/v1/events/batch",
-            &[],
-            body.join("\n").as_bytes(),
-            Duration::from_secs(60),
-        )
-        .unwrap();
-        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
-        let reply: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
-        assert_eq!(reply["stored"], chunk.len(), "{reply}");
-    }
-}
-
-pub(crate) fn event_ids(home: &Home) -> BTreeSet<String> {
-    let db = home.db();
-    let mut st = db
-        .prepare("SELECT event_id FROM observations WHERE event_id IS NOT NULL")
-        .unwrap();
-    st.query_map([], |r| r.get(0))
-        .unwrap()
-        .map(Result::unwrap)
-        .collect()
-}
-
-pub(crate) fn observations(home: &Home) -> i64 {
-    home.count("SELECT COUNT(*) FROM observations")
-}
-
-/// The server's events of one device: (count, max seq).
-fn server_stream(pg: &Postgres, device: &str) -> (i64, i64) {
-    let row = pg.sql(&format!(
-        "SELECT COUNT(*) || '|' || COALESCE(MAX(seq), 0) FROM events WHERE device = '{device}'"
-    ));
-    let (a, b) = row.split_once('|').unwrap();
-    (a.parse().unwrap(), b.parse().unwrap())
-}
-
-pub(crate) fn device(home: &Home) -> String {
-    status(home)["device"].as_str().unwrap().to_string()
-}
 
 #[test]
 fn a_second_device_finds_what_the_first_recorded() {
@@ -235,26 +120,21 @@ fn a_wrong_phrase_is_refused_and_changes_nothing() {
 
 #[test]
 fn the_outbox_drains_after_the_server_comes_back() {
-    let Some(mut pg) = Postgres::start() else {
+    let Some(mut sp) = Space::start(&["sy4a", "sy4b"]) else {
         return;
     };
-    let a = Home::new("sy4a");
-    let _da = a.start();
-    let phrase = enable(&a, &pg);
-    let b = Home::new("sy4b");
-    let _db = b.start();
-    assert!(join(&b, &pg, &phrase).status.success());
-
+    let (a, b) = (&sp.homes[0], &sp.homes[1]);
+    let pg = &mut sp.pg;
     pg.stop();
-    record(&a, "a", 0..100, "");
+    record(a, "a", 0..100, "");
     // Capture went on: every event is stored on A, and waits in its outbox.
-    assert_eq!(observations(&a), 100);
+    assert_eq!(observations(a), 100);
     assert_eq!(a.count("SELECT COUNT(*) FROM sync_log"), 100);
     wait_until("A to report the server away", CONVERGE, || {
-        let s = status(&a);
+        let s = status(a);
         s["pending"] == 100 && s["last_error"].is_string()
     });
-    let out = nmem(&a, &["sync", "now"]);
+    let out = nmem(a, &["sync", "now"]);
     assert_eq!(out.status.code(), Some(1), "sync now with the server down");
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("cannot connect"),
@@ -264,45 +144,42 @@ fn the_outbox_drains_after_the_server_comes_back() {
 
     pg.start_again();
     wait_until("B to converge after the outage", CONVERGE, || {
-        observations(&b) >= 100
+        observations(b) >= 100
     });
-    assert_eq!(event_ids(&b), event_ids(&a));
+    assert_eq!(event_ids(b), event_ids(a));
     wait_until("A's outbox to drain", CONVERGE, || {
-        let s = status(&a);
+        let s = status(a);
         s["pending"] == 0 && s["last_error"].is_null()
     });
-    assert_eq!(server_stream(&pg, &device(&a)), (100, 100));
+    assert_eq!(server_stream(pg, &device(a)), (100, 100));
 }
 
 #[test]
 fn two_devices_interleaving_a_thousand_events_each_converge() {
-    let Some(pg) = Postgres::start() else { return };
-    let a = Home::new("sy2a");
-    let _da = a.start();
-    let phrase = enable(&a, &pg);
-    let b = Home::new("sy2b");
-    let _db = b.start();
-    assert!(join(&b, &pg, &phrase).status.success());
+    let Some(sp) = Space::start(&["sy2a", "sy2b"]) else {
+        return;
+    };
+    let (a, b, pg) = (&sp.homes[0], &sp.homes[1], &sp.pg);
     std::thread::scope(|s| {
-        s.spawn(|| record(&a, "a", 0..1000, ""));
-        s.spawn(|| record(&b, "b", 0..1000, ""));
+        s.spawn(|| record(a, "a", 0..1000, ""));
+        s.spawn(|| record(b, "b", 0..1000, ""));
     });
-    for h in [&a, &b] {
+    for h in [a, b] {
         wait_until("both homes to hold 2,000 events", CONVERGE, || {
             observations(h) >= 2000
         });
     }
-    let ids = event_ids(&a);
+    let ids = event_ids(a);
     assert_eq!(ids.len(), 2000);
-    assert_eq!(event_ids(&b), ids);
-    for h in [&a, &b] {
+    assert_eq!(event_ids(b), ids);
+    for h in [a, b] {
         assert_eq!(observations(h), 2000, "no duplicates");
         // Each home's own stream is dense: 1..=1000.
         assert_eq!(h.count("SELECT COUNT(*) FROM sync_log"), 1000);
         assert_eq!(h.count("SELECT MIN(seq) FROM sync_log"), 1);
         assert_eq!(h.count("SELECT MAX(seq) FROM sync_log"), 1000);
         wait_until("the server to hold the whole stream", CONVERGE, || {
-            server_stream(&pg, &device(h)) == (1000, 1000)
+            server_stream(pg, &device(h)) == (1000, 1000)
         });
     }
     assert_eq!(pg.sql("SELECT COUNT(*) FROM events"), "2000");
@@ -403,38 +280,35 @@ fn the_server_holds_no_plaintext() {
 
 #[test]
 fn a_crash_mid_sync_loses_and_duplicates_nothing() {
-    let Some(mut pg) = Postgres::start() else {
+    let Some(mut sp) = Space::start(&["sy3a", "sy3b"]) else {
         return;
     };
-    let a = Home::new("sy3a");
-    let da = a.start();
-    let phrase = enable(&a, &pg);
-    let b = Home::new("sy3b");
-    let db = b.start();
-    assert!(join(&b, &pg, &phrase).status.success());
-    let dev_a = device(&a);
+    let (db, da) = (sp.daemons.pop().unwrap(), sp.daemons.pop().unwrap());
+    let (a, b) = (&sp.homes[0], &sp.homes[1]);
+    let pg = &mut sp.pg;
+    let dev_a = device(a);
     // 3,000 events wait while the server is away; when it is back A uploads them in batches
     // and is killed (SIGKILL) as soon as the first batches are committed on the server.
     pg.stop();
-    record(&a, "a", 0..3000, "");
+    record(a, "a", 0..3000, "");
     pg.start_again();
     wait_until("A's first uploads", CONVERGE, || {
-        server_stream(&pg, &dev_a).0 > 0
+        server_stream(pg, &dev_a).0 > 0
     });
     da.kill();
-    let killed_a = server_stream(&pg, &dev_a).0 < 3000;
+    let killed_a = server_stream(pg, &dev_a).0 < 3000;
     let _da = a.start();
     // B is killed while it applies what it pulls.
-    wait_until("B's first downloads", CONVERGE, || observations(&b) > 0);
+    wait_until("B's first downloads", CONVERGE, || observations(b) > 0);
     db.kill();
-    let killed_b = observations(&b) < 3000;
+    let killed_b = observations(b) < 3000;
     let _db = b.start();
     wait_until("the server to hold A's whole stream", CONVERGE, || {
-        server_stream(&pg, &dev_a) == (3000, 3000)
+        server_stream(pg, &dev_a) == (3000, 3000)
     });
-    wait_until("B to converge", CONVERGE, || observations(&b) >= 3000);
-    assert_eq!(observations(&b), 3000, "no duplicates on B");
-    assert_eq!(event_ids(&b), event_ids(&a));
+    wait_until("B to converge", CONVERGE, || observations(b) >= 3000);
+    assert_eq!(observations(b), 3000, "no duplicates on B");
+    assert_eq!(event_ids(b), event_ids(a));
     assert_eq!(
         pg.sql("SELECT COUNT(DISTINCT event_id) FROM events"),
         "3000"
@@ -448,24 +322,21 @@ fn a_crash_mid_sync_loses_and_duplicates_nothing() {
 #[test]
 #[ignore]
 fn sync_lag_figures() {
-    let Some(pg) = Postgres::start() else { return };
-    let a = Home::new("sylga");
-    let _da = a.start();
-    let phrase = enable(&a, &pg);
-    let b = Home::new("sylgb");
-    let _db = b.start();
-    assert!(join(&b, &pg, &phrase).status.success());
+    let Some(sp) = Space::start(&["sylga", "sylgb"]) else {
+        return;
+    };
+    let (a, b, pg) = (&sp.homes[0], &sp.homes[1], &sp.pg);
     let n = 10_000;
     let t0 = Instant::now();
     record(
-        &a,
+        a,
         "a",
         0..n,
         "cargo test --workspace finished in 41.2s, 0 failures",
     );
     let recorded = t0.elapsed();
     wait_until("B to hold 10,000 events", Duration::from_secs(600), || {
-        observations(&b) >= n as i64
+        observations(b) >= n as i64
     });
     let converged = t0.elapsed();
     let sizes = pg.sql(

@@ -6,20 +6,11 @@
 //! Every test skips (with the reason printed) when PostgreSQL is not installed, unless
 //! NMEM_REQUIRE_ALL=1.
 
-use crate::sync::{
-    device, enable, event_ids, join, nmem, observations, ok_json, record, status, CONVERGE,
+use nmem_e2e::sync::{
+    device, enable, event_ids, joined, nmem, observations, ok_json, record, status, CONVERGE,
 };
 use nmem_e2e::{wait_until, Home, Postgres};
 use std::process::Stdio;
-
-fn joined(home: &Home, pg: &Postgres, phrase: &str) {
-    let out = join(home, pg, phrase);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
 
 /// `nmemctl purge --search Q --yes` on `home`: rows deleted.
 pub fn purge(home: &Home, search: &str) -> u64 {

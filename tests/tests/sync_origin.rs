@@ -5,8 +5,8 @@
 //!
 //! Skips (with the reason printed) when PostgreSQL is not installed, unless NMEM_REQUIRE_ALL=1.
 
-use crate::sync::{device, enable, nmem, ok_json, CONVERGE};
-use crate::sync_team::{command, commit, has_event, identity, join, send};
+use crate::sync_team::{command, commit, has_event, send};
+use nmem_e2e::sync::{device, enable, identity, joined, nmem, ok_json, CONVERGE};
 use nmem_e2e::{wait_until, Home, Postgres};
 use serde_json::Value;
 use std::time::Duration;
@@ -61,7 +61,7 @@ fn search_by_origin_tells_this_device_my_devices_and_teammates_apart() {
     let (_da, _db, _dc) = (a.start(), b.start(), c.start());
     // A and B: one user's two devices. C: a teammate, in the team space `acme` with A.
     let phrase = enable(&a, &pg);
-    join(&b, &pg, &phrase);
+    joined(&b, &pg, &phrase);
     enable(&c, &pg);
     ok_json(&a, &["team", "create", "acme", "--json"]);
     let pk_c = identity(&c);

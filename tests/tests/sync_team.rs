@@ -7,71 +7,10 @@
 //! Every test skips (with the reason printed) when PostgreSQL is not installed, unless
 //! NMEM_REQUIRE_ALL=1.
 
+use nmem_e2e::sync::{device, enable, identity, joined, nmem, ok_json, Space, CONVERGE};
 use nmem_e2e::{wait_until, Home, Postgres};
 use serde_json::{json, Value};
-use std::process::{Output, Stdio};
 use std::time::Duration;
-
-const CONVERGE: Duration = Duration::from_secs(120);
-
-fn nmem(home: &Home, args: &[&str]) -> Output {
-    home.cmd("nmem")
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run nmem")
-}
-
-fn ok_json(home: &Home, args: &[&str]) -> Value {
-    let out = nmem(home, args);
-    assert!(
-        out.status.success(),
-        "nmem {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "nmem {args:?}: not JSON ({e}): {}",
-            String::from_utf8_lossy(&out.stdout)
-        )
-    })
-}
-
-fn enable(home: &Home, pg: &Postgres) -> String {
-    let v = ok_json(home, &["sync", "enable", "--url", &pg.url(), "--json"]);
-    v["recovery_phrase"].as_str().unwrap().to_string()
-}
-
-pub(crate) fn join(home: &Home, pg: &Postgres, phrase: &str) {
-    let f = home.dir.join("phrase.txt");
-    std::fs::write(&f, phrase).unwrap();
-    ok_json(
-        home,
-        &[
-            "sync",
-            "join",
-            "--phrase-file",
-            f.to_str().unwrap(),
-            "--url",
-            &pg.url(),
-            "--json",
-        ],
-    );
-}
-
-pub(crate) fn identity(home: &Home) -> String {
-    let v = ok_json(home, &["sync", "identity", "--json"]);
-    let k = v["public_key"].as_str().unwrap().to_string();
-    assert!(k.starts_with("age1"), "{k}");
-    k
-}
-
-fn device(home: &Home) -> String {
-    ok_json(home, &["sync", "status", "--json"])["device"]
-        .as_str()
-        .unwrap()
-        .to_string()
-}
 
 /// Store hook payloads on `home` through the batch route, each under its event id.
 pub(crate) fn send(home: &Home, events: &[(String, Value)]) {
@@ -133,7 +72,7 @@ pub(crate) fn commit(project: &str, tag: &str) -> Value {
     })
 }
 
-fn failure(project: &str, tag: &str) -> Value {
+pub(crate) fn failure(project: &str, tag: &str) -> Value {
     json!({
         "session_id": format!("sess-{project}"),
         "cwd": cwd(project),
@@ -145,7 +84,7 @@ fn failure(project: &str, tag: &str) -> Value {
     })
 }
 
-fn prompt(project: &str, tag: &str) -> Value {
+pub(crate) fn prompt(project: &str, tag: &str) -> Value {
     json!({
         "session_id": format!("sess-{project}"),
         "cwd": cwd(project),
@@ -161,7 +100,7 @@ pub(crate) fn has_event(home: &Home, id: &str) -> bool {
     )) > 0
 }
 
-fn server_count(pg: &Postgres, filter: &str) -> i64 {
+pub(crate) fn server_count(pg: &Postgres, filter: &str) -> i64 {
     pg.sql(&format!("SELECT COUNT(*) FROM events WHERE {filter}"))
         .trim()
         .parse()
@@ -171,35 +110,34 @@ fn server_count(pg: &Postgres, filter: &str) -> i64 {
 /// Issue 18, test 8.
 #[test]
 fn excluded_projects_stay_home_and_a_team_gets_only_what_is_shared() {
-    let Some(pg) = Postgres::start() else { return };
-    let a = Home::new("st8a");
-    let b = Home::new("st8b");
+    let Some(sp) = Space::start(&["st8a", "st8b"]) else {
+        return;
+    };
+    let (a, b, pg) = (&sp.homes[0], &sp.homes[1], &sp.pg);
     let c = Home::new("st8c");
-    let (_da, _db, _dc) = (a.start(), b.start(), c.start());
-    let phrase = enable(&a, &pg);
-    join(&b, &pg, &phrase);
-    enable(&c, &pg); // a teammate: a personal space of its own
-    let personal = ok_json(&a, &["sync", "status", "--json"])["space"]
+    let _dc = c.start();
+    enable(&c, pg); // a teammate: a personal space of its own
+    let personal = ok_json(a, &["sync", "status", "--json"])["space"]
         .as_str()
         .unwrap()
         .to_string();
 
     // Routing set-up, with the clear errors of bad input on the way.
-    ok_json(&a, &["sync", "exclude", "secret-proj", "--json"]);
-    let out = nmem(&a, &["sync", "include", "other-proj"]);
+    ok_json(a, &["sync", "exclude", "secret-proj", "--json"]);
+    let out = nmem(a, &["sync", "include", "other-proj"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("is not excluded"));
-    let out = nmem(&a, &["share", "open-proj", "--team", "acme"]);
+    let out = nmem(a, &["share", "open-proj", "--team", "acme"]);
     assert!(!out.status.success(), "sharing with no such team");
     assert!(String::from_utf8_lossy(&out.stderr).contains("nmem team create acme"));
-    ok_json(&a, &["team", "create", "acme", "--json"]);
+    ok_json(a, &["team", "create", "acme", "--json"]);
     let out = nmem(
-        &a,
+        a,
         &["share", "open-proj", "--team", "acme", "--with", "chatter"],
     );
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("not something a share can carry"));
-    let routing = ok_json(&a, &["share", "open-proj", "--team", "acme", "--json"]);
+    let routing = ok_json(a, &["share", "open-proj", "--team", "acme", "--json"]);
     assert_eq!(routing["excluded"], json!(["secret-proj"]), "{routing}");
     // C is not a member yet: joining says what to do and changes nothing.
     let out = nmem(&c, &["team", "join", "acme"]);
@@ -210,12 +148,12 @@ fn excluded_projects_stay_home_and_a_team_gets_only_what_is_shared() {
         json!([])
     );
     let pk_c = identity(&c);
-    ok_json(&a, &["team", "add", "acme", &pk_c, "--json"]);
+    ok_json(a, &["team", "add", "acme", &pk_c, "--json"]);
     let joined = ok_json(&c, &["team", "join", "acme", "--json"]);
     assert_eq!(joined["role"], "member", "{joined}");
 
     send(
-        &a,
+        a,
         &[
             ("s-1".into(), command("secret-proj", "SECRETMARK1")),
             ("s-2".into(), commit("secret-proj", "SECRETMARK2")),
@@ -226,33 +164,33 @@ fn excluded_projects_stay_home_and_a_team_gets_only_what_is_shared() {
             ("o-prompt".into(), prompt("open-proj", "pagination")),
         ],
     );
-    ok_json(&a, &["sync", "now", "--json"]);
+    ok_json(a, &["sync", "now", "--json"]);
 
     // The personal space: exactly the open project's events, and B never gets the others.
-    let dev_a = device(&a);
+    let dev_a = device(a);
     let logged = a.count("SELECT COUNT(*) FROM sync_log");
     assert_eq!(logged, 4, "the open project's four events are logged");
     assert_eq!(
-        server_count(&pg, &format!("space = '{personal}' AND device = '{dev_a}'")),
+        server_count(pg, &format!("space = '{personal}' AND device = '{dev_a}'")),
         logged
     );
     wait_until("B holds the open project", CONVERGE, || {
         ["o-cmd", "o-commit", "o-fail", "o-prompt"]
             .iter()
-            .all(|id| has_event(&b, id))
+            .all(|id| has_event(b, id))
     });
     assert_eq!(
         b.count("SELECT COUNT(*) FROM observations WHERE project = 'secret-proj'"),
         0
     );
     for id in ["s-1", "s-2", "s-3"] {
-        assert!(!has_event(&b, id), "{id} reached B");
+        assert!(!has_event(b, id), "{id} reached B");
     }
     let dump = String::from_utf8_lossy(&pg.dump()).to_string();
     assert!(!dump.contains("SECRETMARK"), "plaintext on the server");
 
     // The team space: the commit and the failure only; no prompt, no plain command.
-    assert_eq!(server_count(&pg, "space = 'acme'"), 2);
+    assert_eq!(server_count(pg, "space = 'acme'"), 2);
     wait_until("C holds the shared commit and failure", CONVERGE, || {
         has_event(&c, "o-commit") && has_event(&c, "o-fail")
     });
@@ -264,7 +202,7 @@ fn excluded_projects_stay_home_and_a_team_gets_only_what_is_shared() {
 
     // Prompts once enabled.
     ok_json(
-        &a,
+        a,
         &[
             "share",
             "open-proj",
@@ -276,26 +214,28 @@ fn excluded_projects_stay_home_and_a_team_gets_only_what_is_shared() {
         ],
     );
     send(
-        &a,
+        a,
         &[
             ("o-prompt2".into(), prompt("open-proj", "cursor")),
             ("o-cmd2".into(), command("open-proj", "plain2")),
         ],
     );
-    ok_json(&a, &["sync", "now", "--json"]);
-    assert_eq!(server_count(&pg, "space = 'acme'"), 3);
-    wait_until("C holds the enabled prompt", CONVERGE, || {
-        has_event(&c, "o-prompt2")
+    ok_json(a, &["sync", "now", "--json"]);
+    // The new prompt, and the project's earlier one (the share's backfill, planned again by the
+    // changed `--with`).
+    assert_eq!(server_count(pg, "space = 'acme'"), 4);
+    wait_until("C holds the enabled prompts", CONVERGE, || {
+        has_event(&c, "o-prompt2") && has_event(&c, "o-prompt")
     });
     assert!(!has_event(&c, "o-cmd2"));
 
     // Including the project again: its next event goes to the personal space.
-    ok_json(&a, &["sync", "include", "secret-proj", "--json"]);
-    send(&a, &[("s-4".into(), commit("secret-proj", "later"))]);
+    ok_json(a, &["sync", "include", "secret-proj", "--json"]);
+    send(a, &[("s-4".into(), commit("secret-proj", "later"))]);
     wait_until("B holds the included project's new event", CONVERGE, || {
-        has_event(&b, "s-4")
+        has_event(b, "s-4")
     });
-    assert!(!has_event(&b, "s-1"), "nothing from before is sent");
+    assert!(!has_event(b, "s-1"), "nothing from before is sent");
 }
 
 /// Issue 18, test 10.
@@ -426,7 +366,7 @@ fn a_forget_of_a_shared_event_reaches_the_team() {
     let b = Home::new("stfb");
     let (_da, _da2, _db) = (a.start(), a2.start(), b.start());
     let phrase = enable(&a, &pg);
-    join(&a2, &pg, &phrase);
+    joined(&a2, &pg, &phrase);
     enable(&b, &pg);
     ok_json(&a, &["team", "create", "acme", "--json"]);
     ok_json(&a, &["team", "add", "acme", &identity(&b), "--json"]);
@@ -598,4 +538,66 @@ fn knowledge_items_and_their_changes_reach_the_team() {
     // Nothing of it in plaintext on the server.
     let dump = String::from_utf8_lossy(&pg.dump()).to_string();
     assert!(!dump.contains("keyset"), "plaintext on the server");
+}
+
+/// A teammate's forget takes the thoughts (reasoning read from the transcript) that came with
+/// its events: the tombstone names them by their own ids, which have no origin on the receiver.
+#[test]
+fn a_teammates_forget_takes_the_thoughts_that_came_with_its_events() {
+    let Some(pg) = Postgres::start() else { return };
+    let a = Home::new("stta");
+    let c = Home::new("sttc");
+    let (_da, _dc) = (a.start(), c.start());
+    enable(&a, &pg);
+    enable(&c, &pg);
+    ok_json(&a, &["team", "create", "acme", "--json"]);
+    ok_json(&a, &["team", "add", "acme", &identity(&c), "--json"]);
+    ok_json(&c, &["team", "join", "acme", "--json"]);
+    let shared = [
+        "share",
+        "acme-api",
+        "--team",
+        "acme",
+        "--with",
+        "prompts,all",
+    ];
+    ok_json(&a, &[&shared[..], &["--json"]].concat());
+    // A session replayed through the hooks, its reasoning read from the transcript.
+    let transcript = nmem_e2e::fixtures().join("transcripts/claude-code/sample-session.jsonl");
+    let path = a.dir.join("sample-session.jsonl");
+    std::fs::copy(transcript, &path).unwrap();
+    for e in nmem_e2e::hook_events_from_transcript(&path) {
+        let out = a.record("claude-code", &e);
+        assert!(out.status.success(), "{out:?}");
+    }
+    let thoughts = "SELECT COUNT(*) FROM prompts WHERE source = 'agent'";
+    assert_eq!(a.count(thoughts), 4);
+    ok_json(&a, &["sync", "now", "--json"]);
+    wait_until("C to hold A's session with its reasoning", CONVERGE, || {
+        c.count(thoughts) == 4
+    });
+
+    let out = a
+        .cmd("nmemctl")
+        .args(["purge", "--project", "acme-api", "--yes", "--json"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    ok_json(&a, &["sync", "now", "--json"]);
+    let left = "SELECT (SELECT COUNT(*) FROM observations WHERE project = 'acme-api')
+                     + (SELECT COUNT(*) FROM prompts WHERE project = 'acme-api')";
+    wait_until(
+        "C to forget A's session, reasoning included",
+        CONVERGE,
+        || {
+            ok_json(&c, &["sync", "now", "--json"]);
+            c.count(left) == 0
+        },
+    );
+    assert_eq!(c.count(thoughts), 0);
 }

@@ -95,7 +95,7 @@ pub fn append_to(
 
 /// [`append_to`], with the ids the event's rows got on this device when it stored some (the
 /// personal stream keeps them for `nmem rebuild`).
-fn append_row(
+pub(super) fn append_row(
     conn: &Connection,
     stream: &Stream,
     event_id: &str,
@@ -214,7 +214,7 @@ pub struct Routes {
 static ROUTES: RwLock<Option<Routes>> = RwLock::new(None);
 
 /// Whether `ev` goes to the personal space, and to which team spaces.
-fn route(ev: &Prepared) -> (bool, Vec<String>) {
+pub(super) fn route(ev: &Prepared) -> (bool, Vec<String>) {
     route_project(&ev.project.name, |x| x.allows(&ev.record))
 }
 
@@ -349,7 +349,8 @@ pub fn load(conn: &Connection) -> rusqlite::Result<Option<State>> {
 }
 
 /// Start syncing `key`'s space as the new device `device`: a fresh identity, an empty log and
-/// no cursors (the sequence numbers of a previous identity mean nothing under the new one).
+/// no cursors (the sequence numbers of a previous identity mean nothing under the new one), and
+/// the backfill of what was stored before.
 pub fn start(
     conn: &mut Connection,
     device: &str,
@@ -385,8 +386,41 @@ pub fn start(
             nmem_proto::now_ms()
         ],
     )?;
+    // What was stored before now enters the new streams too (`sync::backfill`): the personal
+    // space's, and each shared project's team stream (restarted above).
+    tx.execute("DELETE FROM sync_backfill", [])?;
+    super::backfill::plan(&tx, &key.space_id(), "")?;
+    let shares: Vec<(String, String)> = tx
+        .prepare("SELECT space, project FROM sync_shares")?
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<Result<_, _>>()?;
+    for (space, project) in shares {
+        super::backfill::plan(&tx, &space, &project)?;
+    }
     tx.commit()?;
     ENABLED.store(true, Ordering::Relaxed);
+    Ok(())
+}
+
+/// `nmem sync leave`: forget the personal space here: the identity (device id, key), the cursors
+/// and the backfill. The rows stay, and so do the outbound log (for `nmem rebuild`; the next
+/// `enable` or `join` starts a new one), the origins and the tombstones.
+pub fn leave(conn: &mut Connection) -> rusqlite::Result<()> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    tx.execute_batch(
+        "CREATE TEMP TABLE IF NOT EXISTS leaving (space TEXT PRIMARY KEY);
+         DELETE FROM temp.leaving;
+         INSERT OR IGNORE INTO temp.leaving
+           SELECT space FROM sync_spaces WHERE kind = 'personal' UNION SELECT space FROM sync_state;
+         DELETE FROM sync_cursors WHERE space IN (SELECT space FROM temp.leaving);
+         DELETE FROM sync_keys WHERE space IN (SELECT space FROM temp.leaving);
+         DELETE FROM sync_backfill WHERE space IN (SELECT space FROM temp.leaving);
+         DELETE FROM sync_spaces WHERE space IN (SELECT space FROM temp.leaving);
+         DELETE FROM sync_state;
+         DELETE FROM temp.leaving;",
+    )?;
+    tx.commit()?;
+    ENABLED.store(false, Ordering::Relaxed);
     Ok(())
 }
 

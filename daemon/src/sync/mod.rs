@@ -3,6 +3,7 @@
 //!
 //! * [`log`]: the local tables: identity, the outbound log the writer appends to in each
 //!   event's transaction, pull cursors, origins.
+//! * [`backfill`]: what was stored before sync was on, logged in batches by the rounds.
 //! * [`envelope`]: the synced form of an event (the writer's prepared, redacted record).
 //! * [`crypto`]: the space key, its recovery phrase and fingerprint, sealing events.
 //! * [`remote`]: nmem's tables on the server and the statements of push and pull.
@@ -18,6 +19,7 @@
 //! new events, backoff while the server is away; capture never waits for it), [`now`] a round
 //! on request, and the commands' handlers.
 
+pub mod backfill;
 pub mod crypto;
 pub mod edit;
 pub mod envelope;
@@ -109,7 +111,7 @@ pub async fn enable(app: &App, req: EnableRequest) -> Result<Enabled, WriteError
     if let Some(s) = state(app).await?.filter(|s| s.enabled) {
         return Err(invalid(format!(
             "sync is already enabled (space {}, key {}): `nmem sync status` shows it; to start \
-             a new space, `nmem sync disable` first",
+             a new space, `nmem sync leave` first",
             s.space, s.key_id
         )));
     }
@@ -162,7 +164,7 @@ pub async fn join(app: &App, req: JoinRequest) -> Result<Enabled, WriteError> {
         }
         if !s.cloned {
             return Err(invalid(format!(
-                "sync is enabled for another space ({}): `nmem sync disable` first",
+                "sync is enabled for another space ({}): `nmem sync leave` first",
                 s.space
             )));
         }
@@ -203,16 +205,47 @@ pub async fn join(app: &App, req: JoinRequest) -> Result<Enabled, WriteError> {
 /// `nmem sync disable`: stop logging and syncing (the identity and the log are kept).
 pub async fn disable(app: &App) -> Result<SyncStatus, WriteError> {
     if state(app).await?.is_none_or(|s| !s.enabled) {
-        return Err(invalid("sync is not enabled; nothing changed"));
+        return Err(invalid(
+            "sync is not enabled; nothing changed (`nmem sync status` shows the state)",
+        ));
     }
     app.writer.exec(|c| Ok(log::set_enabled(c, false)?)).await?;
     *app.sync.round.lock().await = None;
     status(app).await
 }
 
+/// `nmem sync leave`: this device leaves its personal space: it stops syncing and forgets the
+/// space's key, its device id and its cursors; what it holds stays. `join` with the phrase
+/// works again later (as a new device; what the space holds already is not sent again).
+pub async fn leave(app: &App) -> Result<SyncStatus, WriteError> {
+    let Some(st) = state(app).await? else {
+        return Err(invalid(
+            "this device is in no personal space (sync is not set up): nothing to leave; nothing \
+             changed",
+        ));
+    };
+    let teams = app.writer.exec(|c| Ok(team::teams(c)?)).await?;
+    if !teams.is_empty() {
+        let names: Vec<&str> = teams.iter().map(|t| t.space.as_str()).collect();
+        return Err(invalid(format!(
+            "this device is in team space(s) {}, which sync through the personal space's server \
+             and device id: leave them first (`nmem team leave SPACE`); nothing changed",
+            names.join(", ")
+        )));
+    }
+    // Between rounds, and no round after it.
+    let mut round = app.sync.round.lock().await;
+    app.writer.exec(|c| Ok(log::leave(c)?)).await?;
+    *round = None;
+    drop(round);
+    *app.sync.seen.lock().unwrap() = Seen::default();
+    tracing::info!("sync: left space {} (device {})", st.space, st.device);
+    status(app).await
+}
+
 /// `nmem sync status`.
 pub async fn status(app: &App) -> Result<SyncStatus, WriteError> {
-    let (st, local_seq, cursors, (teams, excluded), quarantined) = app
+    let (st, local_seq, cursors, (teams, excluded), (quarantined, backfill)) = app
         .writer
         .exec(|c| {
             let st = log::load(c)?;
@@ -222,7 +255,8 @@ pub async fn status(app: &App) -> Result<SyncStatus, WriteError> {
                 None => Default::default(),
             };
             let routing = (team::statuses(c)?, team::excluded(c)?);
-            Ok((st, local, cursors, routing, quarantine::count(c)?))
+            let counts = (quarantine::count(c)?, backfill::progress(c)?);
+            Ok((st, local, cursors, routing, counts))
         })
         .await?;
     let seen = app.sync.seen.lock().unwrap().clone();
@@ -264,6 +298,7 @@ pub async fn status(app: &App) -> Result<SyncStatus, WriteError> {
         teams,
         excluded,
         quarantined,
+        backfill,
     })
 }
 
@@ -352,6 +387,7 @@ async fn round_on(app: &App, conn: &mut Option<tokio_postgres::Client>) -> Resul
         *conn = Some(connect(app, &url).await?);
     }
     let client = conn.as_ref().expect("connected above");
+    backfill::step(app, client, &st).await?;
     let personal = space::Space::personal(&st);
     space::push(app, client, &st, &personal).await?;
     space::pull(app, client, &st, &personal).await?;

@@ -393,6 +393,50 @@ pub async fn all_ids(
         .collect())
 }
 
+/// Which of `event_ids` the server holds in `space` (under any device): the backfill does not
+/// log again what the space has already.
+pub async fn present(
+    client: &Client,
+    space: &str,
+    event_ids: &[String],
+) -> Result<std::collections::HashSet<String>, RemoteError> {
+    if event_ids.is_empty() {
+        return Ok(Default::default());
+    }
+    let rows = client
+        .query(
+            "SELECT event_id FROM events WHERE space = $1 AND event_id = ANY($2)",
+            &[&space, &event_ids],
+        )
+        .await
+        .map_err(pg("looking up events already in the space"))?;
+    Ok(rows.iter().map(|r| r.get(0)).collect())
+}
+
+/// A member leaves a team space: its member row and its wrapped keys go, in one transaction (the
+/// others' next rotation then leaves it out). Whether it was a member.
+pub async fn leave_team(client: &Client, space: &str, member: &str) -> Result<bool, RemoteError> {
+    let e = pg("leaving the team space");
+    client.batch_execute("BEGIN").await.map_err(&e)?;
+    let result = async {
+        let n = client
+            .execute(
+                "DELETE FROM members WHERE space = $1 AND member = $2",
+                &[&space, &member],
+            )
+            .await?;
+        client
+            .execute(
+                "DELETE FROM member_keys WHERE space = $1 AND member = $2",
+                &[&space, &member],
+            )
+            .await?;
+        Ok::<_, tokio_postgres::Error>(n > 0)
+    }
+    .await;
+    finish(client, result, e).await
+}
+
 /// A sealed event from the server.
 pub struct Incoming {
     pub seq: i64,

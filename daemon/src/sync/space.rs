@@ -35,9 +35,19 @@ pub struct Space {
 /// How a local event id becomes the server's: the personal key's hash (every device of the
 /// user derives the same), or this device's own secret for a team space (stable across the
 /// team key's rotations; teammates never learn the local id from it).
-enum ServerIds {
+pub(super) enum ServerIds {
     Personal(SpaceKey),
     Team(DeviceIdentity),
+}
+
+impl ServerIds {
+    /// The server's id of the local event `local_id` of the space `space`.
+    pub(super) fn of(&self, space: &str, local_id: &str) -> String {
+        match self {
+            ServerIds::Personal(k) => k.server_event_id(local_id),
+            ServerIds::Team(me) => me.event_id(space, local_id),
+        }
+    }
 }
 
 impl Space {
@@ -70,10 +80,7 @@ impl Space {
     }
 
     fn server_id(&self, local_id: &str) -> String {
-        match &self.ids {
-            ServerIds::Personal(k) => k.server_event_id(local_id),
-            ServerIds::Team(me) => me.event_id(&self.id, local_id),
-        }
+        self.ids.of(&self.id, local_id)
     }
 }
 

@@ -18,6 +18,7 @@ use crate::app::App;
 use crate::store::writer::WriteError;
 use nmem_proto::sync::TeamStatus;
 use nmem_proto::sync::{ExcludeRequest, Identity, Routing, Share, ShareRequest, TeamRequest};
+use nmem_proto::sync::{TeamLeaveRequest, TeamLeft};
 use rusqlite::{params, Connection, OptionalExtension};
 use std::collections::HashMap;
 
@@ -517,12 +518,15 @@ pub async fn share(app: &App, req: ShareRequest) -> Result<Routing, WriteError> 
                         "{project} is not shared with team space {space}; nothing changed"
                     )));
                 }
+                super::backfill::drop_jobs(c, &space, Some(&project))?;
             } else {
                 c.execute(
                     "INSERT INTO sync_shares (project, space, extra) VALUES (?1, ?2, ?3)
                      ON CONFLICT(project, space) DO UPDATE SET extra = excluded.extra",
                     params![project, space, extra.to_text()],
                 )?;
+                // The project's history of the shared types goes to the team too.
+                super::backfill::plan(c, &space, &project)?;
             }
             log::load_routes(c)?;
             Ok(routing(c)?)
@@ -659,4 +663,82 @@ async fn round(
         Some(why) => Err(why),
         None => Ok(()),
     }
+}
+
+/// `nmem team leave SPACE [--forget-data]`: this device leaves a team space from its own side.
+/// On the server its member row and wrapped keys go (the others' next rotation leaves it out;
+/// it keeps the keys it had, as a removed member does). Here the space, its keys, this device's
+/// stream of it, its cursors and shares go; the rows pulled from it stay unless `forget_data`,
+/// which deletes the rows of the devices this home knows from this team only (not from its
+/// personal space too), scrubbed, and keeps them out from then on.
+pub async fn leave(app: &App, req: TeamLeaveRequest) -> Result<TeamLeft, WriteError> {
+    check_name(&req.space)?;
+    let st = enabled_state(app).await?;
+    if local_team(app, &req.space).await?.is_none() {
+        return Err(invalid(format!(
+            "this device is not a member of team space {}: `nmem sync status` lists the team \
+             spaces it is in; nothing changed",
+            req.space
+        )));
+    }
+    let me = app.writer.exec(|c| Ok(identity(c)?)).await?;
+    let guard = connection(app, &st).await?;
+    let client = guard.as_ref().expect("connected");
+    let was_member = remote::leave_team(client, &req.space, &me.public_key)
+        .await
+        .map_err(invalid)?;
+    let (space, personal, forget) = (req.space.clone(), st.space.clone(), req.forget_data);
+    let forgotten = app
+        .writer
+        .exec(move |c| Ok(leave_here(c, &space, &personal, forget)?))
+        .await?;
+    drop(guard);
+    Ok(TeamLeft {
+        space: req.space,
+        was_member_on_server: was_member,
+        forgotten,
+    })
+}
+
+/// The local side of [`leave`], in one transaction (scrubbed when it deletes rows).
+fn leave_here(
+    conn: &mut Connection,
+    space: &str,
+    personal: &str,
+    forget_data: bool,
+) -> rusqlite::Result<u64> {
+    let run = |c: &mut Connection| -> rusqlite::Result<u64> {
+        let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let mut forgotten = 0;
+        if forget_data {
+            let ids: Vec<String> = tx
+                .prepare(
+                    "SELECT event_id FROM sync_origin WHERE device IN
+                       (SELECT device FROM sync_cursors WHERE space = ?1
+                        EXCEPT SELECT device FROM sync_cursors WHERE space = ?2)",
+                )?
+                .query_map(params![space, personal], |r| r.get(0))?
+                .collect::<Result<_, _>>()?;
+            forgotten = super::tombstone::forget_here(&tx, &ids, "team_leave", None)?;
+        }
+        for sql in [
+            "DELETE FROM sync_space_log WHERE space = ?1",
+            "DELETE FROM sync_cursors WHERE space = ?1",
+            "DELETE FROM sync_shares WHERE space = ?1",
+            "DELETE FROM sync_keys WHERE space = ?1",
+            "DELETE FROM sync_spaces WHERE space = ?1 AND kind = 'team'",
+        ] {
+            tx.execute(sql, [space])?;
+        }
+        super::backfill::drop_jobs(&tx, space, None)?;
+        tx.commit()?;
+        Ok(forgotten)
+    };
+    let forgotten = if forget_data {
+        crate::maintain::scrubbed(conn, crate::maintain::Scrub::Routine, run)?.0
+    } else {
+        run(conn)?
+    };
+    log::load_routes(conn)?;
+    Ok(forgotten)
 }

@@ -21,7 +21,7 @@
 
 use super::envelope::Envelope;
 use super::log::Stream;
-use rusqlite::{params, Connection};
+use rusqlite::{params, Connection, OptionalExtension};
 use std::collections::BTreeMap;
 
 /// Event ids per tombstone: a whole-project purge becomes several tombstones of bounded size.
@@ -158,6 +158,35 @@ fn remember(conn: &Connection, ids: &[&str]) -> rusqlite::Result<()> {
     Ok(())
 }
 
+/// The event ids of the thoughts stored here with the events `ids`: their rows' ids, as the log
+/// entry of each event kept them (`thought_ids` of `sync_inbound` for a received event, of
+/// `sync_log` for one of this device's).
+fn thoughts_of(conn: &Connection, ids: &[&str]) -> rusqlite::Result<Vec<String>> {
+    let mut logged = conn.prepare_cached(
+        "SELECT thought_ids FROM sync_inbound WHERE event_id = ?1 AND thought_ids IS NOT NULL
+         UNION ALL
+         SELECT thought_ids FROM sync_log WHERE event_id = ?1 AND thought_ids IS NOT NULL",
+    )?;
+    let mut row = conn.prepare_cached(
+        "SELECT event_id FROM prompts WHERE id = ?1 AND source = 'agent' AND event_id IS NOT NULL",
+    )?;
+    let mut out = Vec::new();
+    for id in ids {
+        let lists: Vec<String> = logged
+            .query_map([id], |r| r.get(0))?
+            .collect::<Result<_, _>>()?;
+        for list in lists {
+            let ids = crate::store::writer::RowIds::from_columns(None, Some(list)).thoughts;
+            for rid in ids.into_iter().flatten() {
+                if let Some(e) = row.query_row([rid], |r| r.get(0)).optional()? {
+                    out.push(e);
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// Whether a tombstone forgot `event_id` here.
 pub fn is_forgotten(conn: &Connection, event_id: &str) -> rusqlite::Result<bool> {
     conn.prepare_cached("SELECT 1 FROM sync_tombstones WHERE event_id = ?1")?
@@ -187,6 +216,14 @@ pub fn forget_here(
             }
         }
         refs = keep;
+    }
+    // The thoughts (reasoning rows) stored with each event go with it: a team's tombstone names
+    // them by their own ids, which have no origin here (`thoughts_of`).
+    let thoughts = thoughts_of(conn, &refs)?;
+    for t in &thoughts {
+        if !refs.contains(&t.as_str()) {
+            refs.push(t);
+        }
     }
     let mut sessions = std::collections::BTreeSet::new();
     let mut counts = (0u64, 0u64);
@@ -375,6 +412,44 @@ mod tests {
         // The user's own devices (the personal space) may forget anything.
         assert_eq!(forget_here(&c, &all, "purge", None).unwrap(), 2);
         assert_eq!(count("SELECT COUNT(*) FROM observations"), 0);
+    }
+
+    #[test]
+    fn a_team_tombstone_takes_the_thoughts_that_came_with_its_event() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = crate::store::schema::open_writer(&dir.path().join("nmem.db")).unwrap();
+        let count = |sql: &str| c.query_row(sql, [], |r| r.get::<_, i64>(0)).unwrap();
+        let mut ev = event("x1", "from x");
+        ev.thoughts = vec![crate::ingest::reasoning::Thought {
+            uid: "t:x1:0".into(),
+            timestamp: 0,
+            content: "reasoning that came with x1".into(),
+        }];
+        let mut place = crate::store::writer::Placement::default();
+        assert!(crate::store::writer::apply_inbound(&c, &ev, &mut place).unwrap());
+        // As the pull records a received event: its origin and its rows' ids.
+        c.execute(
+            "INSERT INTO sync_origin (event_id, device, seq) VALUES ('x1', 'dev-x', 1)",
+            [],
+        )
+        .unwrap();
+        c.execute(
+            "INSERT INTO sync_inbound (event_id, device, seq, envelope, row_id, thought_ids)
+             VALUES ('x1', 'dev-x', 1, x'', ?1, ?2)",
+            params![place.ids.record, place.ids.thoughts_json()],
+        )
+        .unwrap();
+        assert_eq!(
+            count("SELECT COUNT(*) FROM prompts WHERE source = 'agent'"),
+            1
+        );
+        // The sender's tombstone names the event and its thought by their own ids; the thought
+        // has no origin here, and goes with its event.
+        let ids = ["x1", "t:x1:0"].map(String::from).to_vec();
+        assert_eq!(forget_here(&c, &ids, "purge", Some("dev-x")).unwrap(), 2);
+        assert_eq!(count("SELECT COUNT(*) FROM prompts"), 0);
+        assert_eq!(count("SELECT COUNT(*) FROM observations"), 0);
+        assert!(is_forgotten(&c, "t:x1:0").unwrap());
     }
 
     #[test]

@@ -449,6 +449,19 @@ enum TeamCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Leave a team space: this device stops pulling and pushing it and removes its member row
+    /// and wrapped keys on the server (the others' next `team remove` rotation leaves it out).
+    /// What it received from the team stays here unless --forget-data.
+    Leave {
+        space: String,
+        /// Also delete the rows received from the team's devices (those that are not devices of
+        /// your personal space too).
+        #[arg(long)]
+        forget_data: bool,
+        /// `space`, `was_member_on_server`, `forgotten` as JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 fn team(cmd: TeamCommand) -> ExitCode {
@@ -466,6 +479,11 @@ fn team(cmd: TeamCommand) -> ExitCode {
             json,
         } => team(A::Remove, space, Some(member), json),
         TeamCommand::Join { space, json } => team(A::Join, space, None, json),
+        TeamCommand::Leave {
+            space,
+            forget_data,
+            json,
+        } => nmem_shim::sync::team_leave(space, forget_data, json),
     }
 }
 
@@ -512,8 +530,18 @@ enum SyncCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Stop logging and syncing this device (what the server holds stays there).
+    /// Pause: stop logging and syncing this device; its identity, key and log stay, and `sync
+    /// status` still shows the space (what the server holds stays there). To sync again, `join`
+    /// with the phrase. To leave the space for good, `leave`.
     Disable {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Leave the personal space: this device stops syncing and forgets the space's key, its
+    /// device id and its cursors; everything it holds stays here, and so does what the server
+    /// holds. `join` with the phrase works again later (what the space holds already is not
+    /// sent again). Leave team spaces first (`nmem team leave`).
+    Leave {
         #[arg(long)]
         json: bool,
     },
@@ -583,6 +611,7 @@ fn sync(cmd: SyncCommand) -> ExitCode {
         SyncCommand::Now { json } => s::now(json),
         SyncCommand::Status { json } => s::status(json),
         SyncCommand::Disable { json } => s::disable(json),
+        SyncCommand::Leave { json } => s::leave(json),
         SyncCommand::Identity { json } => s::identity(json),
         SyncCommand::Exclude { project, json } => s::exclude(project, false, json),
         SyncCommand::Include { project, json } => s::exclude(project, true, json),
