@@ -633,8 +633,12 @@ fn start_daemon(bins: &Path, home: &Path) -> anyhow::Result<Daemon> {
         .stdout(Stdio::null())
         .stderr(Stdio::inherit())
         .spawn()?;
+    // Owned from here: on any error below, dropping it stops the daemon (none is left behind).
+    let mut daemon = Daemon(Some(child));
     let socket = home.join("nmemd.sock");
     let start = Instant::now();
+    // A database from an older nmem is migrated before nmemd answers (minutes at 1M rows).
+    let deadline = Duration::from_secs(300);
     while client::call(
         &socket,
         "GET",
@@ -645,13 +649,19 @@ fn start_daemon(bins: &Path, home: &Path) -> anyhow::Result<Daemon> {
     )
     .is_err()
     {
+        if let Some(status) = daemon.0.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+            daemon.0 = None;
+            anyhow::bail!("nmemd exited before answering ({status}); its message is above");
+        }
         anyhow::ensure!(
-            start.elapsed() < Duration::from_secs(20),
-            "nmemd did not start"
+            start.elapsed() < deadline,
+            "nmemd did not answer on {} within {} s (stopped)",
+            socket.display(),
+            deadline.as_secs()
         );
         std::thread::sleep(Duration::from_millis(5));
     }
-    Ok(Daemon(Some(child)))
+    Ok(daemon)
 }
 
 /// `--search-only`: the search lines (and with a model, the hybrid ones) on a copy of a `--fill`
