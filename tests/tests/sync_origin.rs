@@ -147,6 +147,18 @@ fn search_by_origin_tells_this_device_my_devices_and_teammates_apart() {
         "{table}"
     );
     assert_eq!(table.matches("[device").count(), 1, "{table}");
+    // `sync verify` checks the personal space's streams: B's and A's own, not the teammate's
+    // device (whose events came through the team space).
+    let v = ok_json(&a, &["sync", "verify", "--json"]);
+    assert_eq!(v["ok"], true, "{v}");
+    let streams: Vec<&str> = v["streams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["device"].as_str().unwrap())
+        .collect();
+    assert!(streams.contains(&dev_b.as_str()), "{v}");
+    assert!(!streams.contains(&dev_c.as_str()), "{v}");
 
     // A bad value: a clear error from the CLI and from the API, naming the values.
     let out = nmem(&a, &["search", "wombat", "--origin", "elsewhere"]);

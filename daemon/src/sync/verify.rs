@@ -36,8 +36,14 @@ pub fn local(conn: &Connection, st: &State) -> rusqlite::Result<Local> {
     for (device, cursor) in super::log::cursors(conn, &st.space)? {
         out.entry(device).or_default().0 = Some(cursor);
     }
-    let mut q = conn.prepare("SELECT device, seq, event_id FROM sync_origin")?;
-    for r in q.query_map([], |r| {
+    // The events of this user's other devices (in the personal space): a teammate's came
+    // through a team space, whose streams are not the personal space's.
+    let mut q = conn.prepare(
+        "SELECT g.device, g.seq, g.event_id FROM sync_origin g
+          WHERE g.device IN (SELECT device FROM sync_sources
+                              WHERE kind = 'my-devices' AND space = ?1)",
+    )?;
+    for r in q.query_map([&st.space], |r| {
         Ok((
             r.get::<_, String>(0)?,
             r.get::<_, i64>(1)?,
