@@ -102,34 +102,58 @@ pub fn identity(home: &Home) -> String {
 pub fn record(home: &Home, tag: &str, range: std::ops::Range<usize>, extra: &str) {
     let ids: Vec<usize> = range.collect();
     for chunk in ids.chunks(100) {
-        let body: Vec<String> = chunk
+        let events: Vec<(String, i64, Value)> = chunk
             .iter()
             .map(|i| {
                 let mut payload: Value =
                     serde_json::from_slice(&bash_event(&format!("sess-{tag}"), *i)).unwrap();
                 payload["tool_response"]["stdout"] = format!("{tag} output {i} {extra}\n").into();
-                serde_json::json!({
-                    "event_id": format!("{tag}-{i}"),
-                    "received_at": 1_790_000_000_000i64 + *i as i64,
-                    "harness": "claude-code",
-                    "payload": payload,
-                })
-                .to_string()
+                (format!("{tag}-{i}"), RECEIVED + *i as i64, payload)
             })
             .collect();
-        let r = nmem_proto::client::call(
-            &home.paths.socket,
-            "POST",
-            "/v1/events/batch",
-            &[],
-            body.join("\n").as_bytes(),
-            Duration::from_secs(60),
-        )
-        .unwrap();
-        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
-        let reply: Value = serde_json::from_slice(&r.body).unwrap();
-        assert_eq!(reply["stored"], chunk.len(), "{reply}");
+        send_received(home, &events);
     }
+}
+
+/// When the test events were received: a fixed time, plus their index.
+const RECEIVED: i64 = 1_790_000_000_000;
+
+/// Store hook payloads on `home` through the batch route, each under its event id.
+pub fn send(home: &Home, events: &[(String, Value)]) {
+    let events: Vec<(String, i64, Value)> = events
+        .iter()
+        .enumerate()
+        .map(|(i, (id, payload))| (id.clone(), RECEIVED + i as i64, payload.clone()))
+        .collect();
+    send_received(home, &events);
+}
+
+/// Store hook payloads on `home` through the batch route: (event id, received at, payload).
+fn send_received(home: &Home, events: &[(String, i64, Value)]) {
+    let body: Vec<String> = events
+        .iter()
+        .map(|(id, received_at, payload)| {
+            serde_json::json!({
+                "event_id": id,
+                "received_at": received_at,
+                "harness": "claude-code",
+                "payload": payload,
+            })
+            .to_string()
+        })
+        .collect();
+    let r = nmem_proto::client::call(
+        &home.paths.socket,
+        "POST",
+        "/v1/events/batch",
+        &[],
+        body.join("\n").as_bytes(),
+        Duration::from_secs(60),
+    )
+    .unwrap();
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let reply: Value = serde_json::from_slice(&r.body).unwrap();
+    assert_eq!(reply["stored"], events.len(), "{reply}");
 }
 
 /// The event ids of `home`'s observations.

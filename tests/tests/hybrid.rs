@@ -25,6 +25,28 @@ fn bash(n: usize, command: &str, stdout: &str) -> Vec<u8> {
     .into_bytes()
 }
 
+/// A home with nmemd started on the test embedder (`config` its config.toml, if any); `None`
+/// (the test skipped, or failed under `NMEM_REQUIRE_ALL`) when python3 is not installed.
+fn with_test_embedder(tag: &str, config: Option<&str>) -> Option<(Home, nmem_e2e::Daemon)> {
+    if std::process::Command::new("python3")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        nmem_e2e::skip_unless_required("python3 runs the test embedder and is not installed");
+        return None;
+    }
+    let home = Home::new(tag);
+    if let Some(c) = config {
+        std::fs::write(home.dir.join("config.toml"), c).unwrap();
+    }
+    let embedder = fixtures().join("embedder/concepts.py");
+    let daemon = home.start_with(|c| {
+        c.env("NMEM_EMBED_BIN", &embedder);
+    });
+    Some((home, daemon))
+}
+
 fn json_of(out: std::process::Output) -> Value {
     assert!(
         out.status.success(),
@@ -70,19 +92,9 @@ fn sources(reply: &Value, id: i64) -> Vec<String> {
 
 #[test]
 fn meaning_finds_what_words_miss_and_full_word_matches_stay_first() {
-    if std::process::Command::new("python3")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        nmem_e2e::skip_unless_required("python3 runs the test embedder and is not installed");
+    let Some((home, _d)) = with_test_embedder("hybrid", None) else {
         return;
-    }
-    let home = Home::new("hybrid");
-    let embedder = fixtures().join("embedder/concepts.py");
-    let _d = home.start_with(|c| {
-        c.env("NMEM_EMBED_BIN", &embedder);
-    });
+    };
     let events = [
         (
             "python jobs/export_orders.py",
@@ -209,25 +221,11 @@ fn meaning_finds_what_words_miss_and_full_word_matches_stay_first() {
 /// `retrieval_sources` `context` with tier `meaning` and the prompt's id), by meaning alone.
 #[test]
 fn the_prompt_found_by_meaning_carries_the_actions_made_under_it() {
-    if std::process::Command::new("python3")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        nmem_e2e::skip_unless_required("python3 runs the test embedder and is not installed");
-        return;
-    }
-    let home = Home::new("hyctx");
     // Off by default (it costs decision questions more than it gains: ARCHITECTURE.md's ablation).
-    std::fs::write(
-        home.dir.join("config.toml"),
-        "[search]\nsemantic_context = true\n",
-    )
-    .unwrap();
-    let embedder = fixtures().join("embedder/concepts.py");
-    let _d = home.start_with(|c| {
-        c.env("NMEM_EMBED_BIN", &embedder);
-    });
+    let Some((home, _d)) = with_test_embedder("hyctx", Some("[search]\nsemantic_context = true\n"))
+    else {
+        return;
+    };
     let prompt = json!({
         "session_id": "hybrid-1",
         "prompt_id": "p-hybrid-1",
@@ -303,19 +301,9 @@ fn the_prompt_found_by_meaning_carries_the_actions_made_under_it() {
 /// purge of the project deletes every chunk's vector.
 #[test]
 fn document_chunks_are_found_by_meaning_and_their_vectors_go_with_them() {
-    if std::process::Command::new("python3")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        nmem_e2e::skip_unless_required("python3 runs the test embedder and is not installed");
+    let Some((home, _d)) = with_test_embedder("hydocs", None) else {
         return;
-    }
-    let home = Home::new("hydocs");
-    let embedder = fixtures().join("embedder/concepts.py");
-    let _d = home.start_with(|c| {
-        c.env("NMEM_EMBED_BIN", &embedder);
-    });
+    };
     assert!(home
         .record("claude-code", &bash(1, "npm run lint", "0 problems"))
         .status
@@ -452,19 +440,9 @@ fn document_chunks_are_found_by_meaning_and_their_vectors_go_with_them() {
 /// again with it, and those still holding its vector are not.
 #[test]
 fn a_model_active_again_after_another_embeds_the_rows_the_other_replaced() {
-    if std::process::Command::new("python3")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        nmem_e2e::skip_unless_required("python3 runs the test embedder and is not installed");
+    let Some((home, _d)) = with_test_embedder("hymodels", None) else {
         return;
-    }
-    let home = Home::new("hymodels");
-    let embedder = fixtures().join("embedder/concepts.py");
-    let _d = home.start_with(|c| {
-        c.env("NMEM_EMBED_BIN", &embedder);
-    });
+    };
     for (n, cmd) in [
         "cargo build",
         "npm run lint",

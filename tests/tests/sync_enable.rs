@@ -7,7 +7,8 @@
 //! Every test skips (with the reason printed) when PostgreSQL is not installed, unless
 //! NMEM_REQUIRE_ALL=1.
 
-use crate::sync_team::{command, commit, failure, has_event, send, server_count};
+use crate::sync_team::{command, commit, failure, has_event, server_count};
+use nmem_e2e::sync::send;
 use nmem_e2e::sync::{
     device, enable, event_ids, fails, identity, joined, nmem, observations, ok_json, record,
     server_stream, status, CONVERGE,

@@ -5,7 +5,8 @@
 //!
 //! Skips (with the reason printed) when PostgreSQL is not installed, unless NMEM_REQUIRE_ALL=1.
 
-use crate::sync_team::{command, commit, has_event, send};
+use crate::sync_team::{command, commit, has_event};
+use nmem_e2e::sync::send;
 use nmem_e2e::sync::{device, enable, identity, joined, nmem, ok_json, CONVERGE};
 use nmem_e2e::{wait_until, Home, Postgres};
 use serde_json::Value;

@@ -7,39 +7,9 @@
 //! Every test skips (with the reason printed) when PostgreSQL is not installed, unless
 //! NMEM_REQUIRE_ALL=1.
 
-use nmem_e2e::sync::{device, enable, identity, joined, nmem, ok_json, Space, CONVERGE};
+use nmem_e2e::sync::{device, enable, identity, joined, nmem, ok_json, send, Space, CONVERGE};
 use nmem_e2e::{wait_until, Home, Postgres};
 use serde_json::{json, Value};
-use std::time::Duration;
-
-/// Store hook payloads on `home` through the batch route, each under its event id.
-pub(crate) fn send(home: &Home, events: &[(String, Value)]) {
-    let body: Vec<String> = events
-        .iter()
-        .enumerate()
-        .map(|(i, (id, payload))| {
-            json!({
-                "event_id": id,
-                "received_at": 1_790_000_000_000i64 + i as i64,
-                "harness": "claude-code",
-                "payload": payload,
-            })
-            .to_string()
-        })
-        .collect();
-    let r = nmem_proto::client::call(
-        &home.paths.socket,
-        "POST",
-        "/v1/events/batch",
-        &[],
-        body.join("\n").as_bytes(),
-        Duration::from_secs(60),
-    )
-    .unwrap();
-    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
-    let reply: Value = serde_json::from_slice(&r.body).unwrap();
-    assert_eq!(reply["stored"], events.len(), "{reply}");
-}
 
 fn cwd(project: &str) -> String {
     format!("/home/dev/projects/{project}")

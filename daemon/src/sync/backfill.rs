@@ -244,13 +244,24 @@ fn rows(
             redacted: r.get::<_, i64>(15)? != 0,
         })
     };
-    let obs = if project.is_empty() {
-        st.query_map(params![at.0, at.1, at.2, upto.0, limit], map_obs)?
-            .collect::<Result<Vec<_>, _>>()?
-    } else {
-        st.query_map(params![at.0, at.1, at.2, upto.0, limit, project], map_obs)?
-            .collect::<Result<Vec<_>, _>>()?
+    // The parameters up to the table's last id `hi`; the project only when the statement names
+    // it (`only`).
+    let bind = |hi: i64| {
+        let mut p: Vec<rusqlite::types::Value> = vec![
+            at.0.into(),
+            at.1.into(),
+            at.2.into(),
+            hi.into(),
+            limit.into(),
+        ];
+        if !project.is_empty() {
+            p.push(project.to_string().into());
+        }
+        rusqlite::params_from_iter(p)
     };
+    let obs = st
+        .query_map(bind(upto.0), map_obs)?
+        .collect::<Result<Vec<_>, _>>()?;
     out.extend(obs);
     let mut st = conn.prepare_cached(&format!(
         "SELECT id, timestamp, session_id, source, content, project, harness, event_id,
@@ -271,16 +282,9 @@ fn rows(
             redacted: r.get::<_, i64>(9)? != 0,
         })
     };
-    let prompts = if project.is_empty() {
-        st.query_map(params![at.0, at.1, at.2, upto.1, limit], map_prompt)?
-            .collect::<Result<Vec<_>, _>>()?
-    } else {
-        st.query_map(
-            params![at.0, at.1, at.2, upto.1, limit, project],
-            map_prompt,
-        )?
-        .collect::<Result<Vec<_>, _>>()?
-    };
+    let prompts = st
+        .query_map(bind(upto.1), map_prompt)?
+        .collect::<Result<Vec<_>, _>>()?;
     out.extend(prompts);
     out.sort_by_key(Row::key);
     out.truncate(limit as usize);
