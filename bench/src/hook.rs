@@ -8,7 +8,9 @@
 //! Phases: the process alone (`record --help`), the payload read and parsed (recording paused),
 //! the daemon up (3 KB PostToolUse, ack after commit), SessionStart with its digest (only with
 //! `--home DIR`, a database `nmem-bench --fill DIR` built), and the daemon down (spool); the
-//! differences between them say where the hook's time goes. The daemon is this build's `nmemd` for every variant: only the hook binary differs.
+//! differences between them say where the hook's time goes. After the daemon up, this build's
+//! hook against the floor servers (`crate::floor`): what any daemon, and any daemon that
+//! acknowledges after a commit, costs the hook on this machine. The daemon is this build's `nmemd` for every variant: only the hook binary differs.
 //! Each binary runs from a fresh copy, as an install places it (`crate::installed_copy`).
 
 use crate::{bash_payload, ms, pct, start_daemon};
@@ -233,6 +235,17 @@ pub fn run(
         &t,
     );
     daemon.stop()?;
+    // The floor under that figure (`crate::floor`): this build's hook against servers that
+    // answer at once, commit first (in the nmem.db nmemd just made), or commit on a writer thread.
+    let socket = nmem_proto::paths::Paths::under(&home).socket;
+    for (what, kind) in &crate::floor::KINDS {
+        let floor = crate::floor::start(&socket, *kind, &home.join("nmem.db"))?;
+        let (t_true, t) = interleaved(runs, &variants[..1], |v, n| {
+            (record(&v.nmem, &home), bash_payload(4_000_000 + n))
+        });
+        crate::floor::answered(floor.stop()?, runs, what)?;
+        print(what, &variants[..1], &t_true, &t);
+    }
 
     if let Some(dir) = filled {
         let mut daemon = start_daemon(bins, dir)?;

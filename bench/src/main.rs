@@ -23,6 +23,7 @@
 
 mod corpus;
 mod eval;
+mod floor;
 mod hook;
 mod hybrid;
 
@@ -32,7 +33,8 @@ nmem-bench: the figures behind nmem's budgets, and its retrieval eval. Nothing i
 Usage:
   nmem-bench [--runs N] [--events N] [--scales 10000,100000,1000000] [--import-records N]
              [--model WHEEL_OR_DIR] [--json PATH] [--corpus DIR]
-      hook latency (daemon up, down, hung) next to /bin/true, sustained ingest, and at each scale
+      hook latency (daemon up, down, hung, and against three floor servers: answering at once,
+      committing first, committing on a writer thread) next to /bin/true, sustained ingest, and at each scale
       SessionStart, search, timeline, recent_context, RSS and database size; the import rate;
       a table of every budget, met or missed. --json writes every figure. With --model: the
       embedding backfill rate on real rows (smallest scale), then at each scale synthetic vectors
@@ -63,7 +65,8 @@ Usage:
   nmem-bench --hook [--runs N] [--home DIR] [--against NAME=PATH ...]
       only the hook: this build's nmem record (daemon up, down, and with --home DIR, a database
       --fill built, SessionStart with its digest) next to /bin/true and to other nmem binaries
-      (PATH: the binary or its folder, e.g. main=/work/main-bin), in interleaved rounds.
+      (PATH: the binary or its folder, e.g. main=/work/main-bin), in interleaved rounds; and this
+      build's hook against the three floor servers (what any daemon costs the hook here).
   nmem-bench --help
       this text.
 ";
@@ -356,6 +359,17 @@ fn run() -> anyhow::Result<()> {
     report.line("nmem record, daemon hung (SIGSTOP)", &t_hung, Some(&t_true));
     unsafe { libc::kill(daemon.id() as i32, libc::SIGCONT) };
     daemon.stop()?;
+
+    // The floor under "daemon up" (floor.rs): the same hook against servers that answer at
+    // once, commit first (in the nmem.db nmemd just made), or commit on a writer thread.
+    for (what, kind) in &floor::KINDS {
+        let floor = floor::start(&paths.socket, *kind, &home.join("nmem.db"))?;
+        let (t_floor, t_true_floor) = spawn_times_vs_true(runs, || record(&home), &|| {
+            bash_payload(counter.fetch_add(1, Ordering::Relaxed))
+        });
+        floor::answered(floor.stop()?, runs, what)?;
+        report.line(what, &t_floor, Some(&t_true_floor));
+    }
 
     // Daemon down: spool.
     let down = home.join("down");

@@ -126,6 +126,9 @@ fn the_hook_is_measured_from_a_copy_and_nothing_is_left_behind() {
     for phase in [
         "nmem record --help (process start)",
         "nmem record, daemon up (ack after commit)",
+        "floor: server answering at once",
+        "floor: server committing the event first",
+        "floor: the same, commit on a writer thread",
         "nmem record, daemon down (spool)",
     ] {
         assert!(
