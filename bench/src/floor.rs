@@ -23,7 +23,7 @@ use rusqlite::{params, Connection};
 use std::io::{Read, Write};
 use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
@@ -44,6 +44,12 @@ pub enum Kind {
     /// Hands it to a writer thread that stores it and hands the result back (the two thread
     /// switches every daemon with a single writer pays at least).
     Handoff,
+    /// Many clients on kept-alive connections (a thread each), one writer thread committing
+    /// every event waiting in one transaction (group commit).
+    Ingest,
+    /// The same clients served by one thread: `poll` on every connection, read every request
+    /// that is there, commit them in one transaction, answer them; no hand-off at all.
+    IngestPolled,
 }
 
 /// A running floor server; [`Floor::stop`] (or dropping it) ends it and removes its socket.
@@ -59,18 +65,13 @@ pub fn start(socket: &Path, kind: Kind, db: &Path) -> anyhow::Result<Floor> {
     let listener = UnixListener::bind(socket)?;
     let store = match kind {
         Kind::Answer => Store::Nothing,
-        Kind::Commit => Store::Here(open(db)?),
-        Kind::Handoff => {
+        Kind::Commit | Kind::IngestPolled => Store::Here(open(db)?),
+        Kind::Handoff | Kind::Ingest => {
             let c = open(db)?;
-            let (tx, rx) =
-                std::sync::mpsc::channel::<(Vec<u8>, u64, Sender<rusqlite::Result<()>>)>();
+            let (tx, rx) = std::sync::mpsc::channel::<Job>();
             std::thread::Builder::new()
                 .name("floor-writer".into())
-                .spawn(move || {
-                    for (body, n, done) in rx {
-                        let _ = done.send(store(&c, &body, n));
-                    }
-                })?;
+                .spawn(move || writer(c, rx))?;
             Store::Writer(tx)
         }
     };
@@ -78,12 +79,44 @@ pub fn start(socket: &Path, kind: Kind, db: &Path) -> anyhow::Result<Floor> {
     let flag = stop.clone();
     let thread = std::thread::Builder::new()
         .name("floor".into())
-        .spawn(move || serve(listener, store, &flag))?;
+        .spawn(move || match (kind, store) {
+            (Kind::IngestPolled, Store::Here(c)) => serve_polled(listener, c, &flag),
+            (kind, store) => serve(listener, store, kind == Kind::Ingest, &flag),
+        })?;
     Ok(Floor {
         socket: socket.to_path_buf(),
         stop,
         thread: Some(thread),
     })
+}
+
+/// What the writer thread is handed: the event's body, its number, where to say it is stored.
+type Job = (Vec<u8>, u64, Sender<Result<(), String>>);
+
+/// Group commit: every event waiting when the writer is free shares one transaction.
+fn writer(c: Connection, rx: std::sync::mpsc::Receiver<Job>) {
+    while let Ok(first) = rx.recv() {
+        let mut batch = vec![first];
+        while batch.len() < 512 {
+            match rx.try_recv() {
+                Ok(job) => batch.push(job),
+                Err(_) => break,
+            }
+        }
+        let stored = (|| {
+            c.execute_batch("BEGIN IMMEDIATE")?;
+            for (body, n, _) in &batch {
+                insert(&c, body, *n)?;
+            }
+            c.execute_batch("COMMIT")
+        })();
+        if stored.is_err() {
+            let _ = c.execute_batch("ROLLBACK");
+        }
+        for (_, _, done) in batch {
+            let _ = done.send(stored.as_ref().map_err(|e| e.to_string()).copied());
+        }
+    }
 }
 
 impl Floor {
@@ -115,6 +148,49 @@ impl Drop for Floor {
 
 const REPLY: &[u8] =
     b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{}";
+const REPLY_KEEP: &[u8] =
+    b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}";
+
+/// The ingest floors: `events` from the load generator of nmemd's "ingest through the socket
+/// API" line (8 kept-alive connections) against a server of `kind` ([`Kind::Ingest`] or
+/// [`Kind::IngestPolled`]) on `socket`, storing into `db` (nmemd stopped); events per second.
+/// The server and the load share this process.
+pub fn ingest(
+    socket: &Path,
+    kind: Kind,
+    db: &Path,
+    events: usize,
+) -> anyhow::Result<(f64, std::time::Duration)> {
+    let floor = start(socket, kind, db)?;
+    // This process's CPU time: the server's and the load generator's together.
+    let (rate, (cpu, _), _) = crate::api_ingest(socket, events, 8, std::process::id())?;
+    answered(floor.stop()?, events, "the ingest floor")?;
+    Ok((rate, cpu))
+}
+
+/// The ingest floors, as the bench prints them.
+pub const INGESTS: [(&str, Kind); 2] = [
+    ("floor: ingest, threads and a writer thread", Kind::Ingest),
+    (
+        "floor: ingest, one thread (poll, group commit)",
+        Kind::IngestPolled,
+    ),
+];
+
+/// Measure and print both ingest floors' lines.
+pub fn ingest_lines(socket: &Path, db: &Path, events: usize) -> anyhow::Result<Vec<(String, f64)>> {
+    let mut out = Vec::new();
+    for (what, kind) in INGESTS {
+        let (rate, cpu) = ingest(socket, kind, db, events)?;
+        println!(
+            "{what:<48} {rate:>10.0} events/s  (8 connections, {events} events, ack after commit; \
+             {:.1} µs of CPU per event, server and load together)",
+            cpu.as_secs_f64() * 1e6 / events as f64
+        );
+        out.push((what.to_string(), rate));
+    }
+    Ok(out)
+}
 
 /// A floor that did not answer every hook measured something else (hooks that spooled).
 pub fn answered(n: u64, runs: usize, what: &str) -> anyhow::Result<()> {
@@ -137,38 +213,133 @@ type Sender<T> = std::sync::mpsc::Sender<T>;
 enum Store {
     Nothing,
     Here(Connection),
-    Writer(Sender<(Vec<u8>, u64, Sender<rusqlite::Result<()>>)>),
+    Writer(Sender<Job>),
 }
 
-fn serve(listener: UnixListener, how: Store, stop: &AtomicBool) -> anyhow::Result<u64> {
-    let mut stored = 0u64;
+/// Accept until stopped. One connection at a time, one request each (a hook's), or with
+/// `keep_alive` a thread per connection answering its requests until the client closes it.
+fn serve(
+    listener: UnixListener,
+    how: Store,
+    keep_alive: bool,
+    stop: &AtomicBool,
+) -> anyhow::Result<u64> {
+    let answered = Arc::new(AtomicU64::new(0));
     // Ids unique across the servers one run starts on the same database.
     let base = nmem_proto::now_ms() as u64 * 1_000_000;
     let mut buf = vec![0u8; 1 << 20];
+    let mut clients = Vec::new();
     for stream in listener.incoming() {
         if stop.load(Ordering::SeqCst) {
             break;
         }
         let Ok(mut s) = stream else { continue };
+        if keep_alive {
+            let Store::Writer(tx) = &how else {
+                anyhow::bail!("a keep-alive floor stores through its writer")
+            };
+            let (tx, answered) = (tx.clone(), answered.clone());
+            clients.push(std::thread::spawn(move || -> anyhow::Result<()> {
+                let mut buf = vec![0u8; 1 << 20];
+                while let Some((head_end, body_end)) = read_request(&mut s, &mut buf) {
+                    let n = base + answered.fetch_add(1, Ordering::SeqCst);
+                    let (done, wait) = std::sync::mpsc::channel();
+                    tx.send((buf[head_end..body_end].to_vec(), n, done))?;
+                    wait.recv()?.map_err(anyhow::Error::msg)?;
+                    s.write_all(REPLY_KEEP)?;
+                }
+                Ok(())
+            }));
+            continue;
+        }
         let Some((head_end, body_end)) = read_request(&mut s, &mut buf) else {
             continue;
         };
         if buf.starts_with(b"POST") {
             let body = &buf[head_end..body_end];
+            let n = base + answered.fetch_add(1, Ordering::SeqCst);
             match &how {
                 Store::Nothing => {}
-                Store::Here(c) => store(c, body, base + stored)?,
+                Store::Here(c) => {
+                    c.execute_batch("BEGIN IMMEDIATE")?;
+                    insert(c, body, n)?;
+                    c.execute_batch("COMMIT")?;
+                }
                 Store::Writer(tx) => {
                     let (done, wait) = std::sync::mpsc::channel();
-                    tx.send((body.to_vec(), base + stored, done))?;
-                    wait.recv()??;
+                    tx.send((body.to_vec(), n, done))?;
+                    wait.recv()?.map_err(anyhow::Error::msg)?;
                 }
             }
-            stored += 1;
         }
         let _ = s.write_all(REPLY);
     }
-    Ok(stored)
+    for c in clients {
+        c.join()
+            .map_err(|_| anyhow::anyhow!("a floor connection panicked"))??;
+    }
+    Ok(answered.load(Ordering::SeqCst))
+}
+
+/// [`Kind::IngestPolled`]: one thread for every connection and the commits.
+fn serve_polled(listener: UnixListener, c: Connection, stop: &AtomicBool) -> anyhow::Result<u64> {
+    use std::os::fd::AsRawFd;
+    let base = nmem_proto::now_ms() as u64 * 1_000_000;
+    let mut answered = 0u64;
+    let mut conns: Vec<std::os::unix::net::UnixStream> = Vec::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let mut fds: Vec<libc::pollfd> = std::iter::once(listener.as_raw_fd())
+            .chain(conns.iter().map(|s| s.as_raw_fd()))
+            .map(|fd| libc::pollfd {
+                fd,
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
+        // SAFETY: `fds` is an array of `fds.len()` initialised pollfd structures we own.
+        if unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, -1) } < 0 {
+            continue; // interrupted
+        }
+        if stop.load(Ordering::SeqCst) {
+            break;
+        }
+        let mut ready = Vec::new();
+        let mut bodies = Vec::new();
+        let mut closed = Vec::new();
+        for (i, f) in fds[1..].iter().enumerate() {
+            if f.revents == 0 {
+                continue;
+            }
+            match read_request(&mut conns[i], &mut buf) {
+                Some((head_end, body_end)) => {
+                    bodies.push(buf[head_end..body_end].to_vec());
+                    ready.push(i);
+                }
+                None => closed.push(i),
+            }
+        }
+        if !bodies.is_empty() {
+            c.execute_batch("BEGIN IMMEDIATE")?;
+            for b in &bodies {
+                insert(&c, b, base + answered)?;
+                answered += 1;
+            }
+            c.execute_batch("COMMIT")?;
+            for &i in &ready {
+                conns[i].write_all(REPLY_KEEP)?;
+            }
+        }
+        for &i in closed.iter().rev() {
+            conns.swap_remove(i);
+        }
+        if fds[0].revents != 0 {
+            if let Ok((s, _)) = listener.accept() {
+                conns.push(s);
+            }
+        }
+    }
+    Ok(answered)
 }
 
 /// Read one request into `buf`: (end of the headers, end of the body), or None if the client
@@ -204,14 +375,13 @@ fn read_request(s: &mut impl Read, buf: &mut [u8]) -> Option<(usize, usize)> {
     }
 }
 
-/// The writer's statements for one tool call, in one transaction (the observation's content is
-/// the payload itself, cut to 1 KB: about what a Bash call's condensed output stores).
-fn store(c: &Connection, body: &[u8], n: u64) -> rusqlite::Result<()> {
+/// The writer's statements for one tool call (the observation's content is the payload itself,
+/// cut to 1 KB: about what a Bash call's condensed output stores), in the caller's transaction.
+fn insert(c: &Connection, body: &[u8], n: u64) -> rusqlite::Result<()> {
     let content = String::from_utf8_lossy(&body[..body.len().min(1024)]);
     let session = "7d3f9a2e-4b1c-4e8a-9f6d-2c5b8e1a0f47";
     let project = "acme-api";
     let now = nmem_proto::now_ms();
-    c.execute_batch("BEGIN IMMEDIATE")?;
     c.prepare_cached(
         "INSERT INTO sessions (id, harness, project, project_root, cwd, started_at)
          VALUES (?1, 'claude-code', ?2, '/home/dev/projects/acme-api', '/home/dev/projects/acme-api', ?3)
@@ -240,5 +410,5 @@ fn store(c: &Connection, body: &[u8], n: u64) -> rusqlite::Result<()> {
          ON CONFLICT (project) DO UPDATE SET n = n + 1",
     )?
     .execute([project])?;
-    c.execute_batch("COMMIT")
+    Ok(())
 }

@@ -43,7 +43,9 @@ Usage:
   nmem-bench --ingest-only [--runs N] [--events N] [--rounds N]
       only a lone client's round trip (--runs requests, one at a time) and the two
       sustained-ingest lines (socket API, 8 connections, with nmemd's CPU and context switches
-      per event; parallel `nmem record`), each round in a fresh daemon, N rounds (default 1):
+      per event; parallel `nmem record`), then the same load against the two ingest floors
+      (threads and a writer thread; one thread polling), each round in a fresh daemon, N rounds
+      (default 1):
       for A/B runs of the daemon's write path (NMEM_BIN_DIR picks the binaries under test).
   nmem-bench --search-only --corpus DIR [--model WHEEL_OR_DIR] [--home HOME] [--json PATH]
       only the search lines (lexical in every order, timeline, recent_context; with --model the
@@ -266,7 +268,7 @@ fn run() -> anyhow::Result<()> {
             let home = home.join(format!("round{round}"));
             std::fs::create_dir_all(&home)?;
             let paths = nmem_proto::paths::Paths::under(&home);
-            let daemon = start_daemon(&bins, &home)?;
+            let mut daemon = start_daemon(&bins, &home)?;
             let mut report = Report::default();
             // A lone event first: group commit must not make it wait.
             let t_api = one_client(&paths.socket, runs, &AtomicUsize::new(1))?;
@@ -283,6 +285,8 @@ fn run() -> anyhow::Result<()> {
                 events,
                 &mut report,
             )?;
+            daemon.stop()?;
+            floor::ingest_lines(&paths.socket, &home.join("nmem.db"), events)?;
         }
         let _ = std::fs::remove_dir_all(&home);
         return Ok(());
@@ -369,6 +373,9 @@ fn run() -> anyhow::Result<()> {
         });
         floor::answered(floor.stop()?, runs, what)?;
         report.line(what, &t_floor, Some(&t_true_floor));
+    }
+    for (what, rate) in floor::ingest_lines(&paths.socket, &home.join("nmem.db"), events)? {
+        report.figures.push((what, rate));
     }
 
     // Daemon down: spool.
@@ -1613,7 +1620,7 @@ fn status(socket: &Path) -> anyhow::Result<wire::Status> {
 
 /// The rate, the CPU time nmemd and this load generator spent while the clock ran, and
 /// nmemd's context switches meanwhile.
-fn api_ingest(
+pub(crate) fn api_ingest(
     socket: &Path,
     events: usize,
     conns: usize,

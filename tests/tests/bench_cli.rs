@@ -143,3 +143,38 @@ fn the_hook_is_measured_from_a_copy_and_nothing_is_left_behind() {
         std::fs::read_dir(&tmp).unwrap().collect::<Vec<_>>()
     );
 }
+
+/// `--ingest-only` measures nmemd and then the two ingest floors with the same load, each floor
+/// answering every event (a floor that dropped some would stop the bench with an error), and
+/// leaves nothing behind.
+#[test]
+fn ingest_only_measures_the_daemon_then_the_floors() {
+    let home = Home::new("benchingest");
+    let tmp = home.dir.join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let out = Command::new(bin("nmem-bench"))
+        .args(["--ingest-only", "--events", "300", "--runs", "5"])
+        .env("TMPDIR", &tmp)
+        .env("NMEM_BIN_DIR", bin_dir())
+        .stdin(Stdio::null())
+        .output()
+        .expect("run nmem-bench");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    for line in [
+        "ingest through the socket API",
+        "floor: ingest, threads and a writer thread",
+        "floor: ingest, one thread (poll, group commit)",
+    ] {
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with(line) && l.contains("events/s  (8 connections, 300 events")),
+            "{line}:\n{text}"
+        );
+    }
+    assert!(
+        empty(&tmp),
+        "left behind: {:?}",
+        std::fs::read_dir(&tmp).unwrap().collect::<Vec<_>>()
+    );
+}
