@@ -1391,6 +1391,26 @@ fn budgets(report: &Report, big: &str) {
         };
         println!("{what:<48} {fig:>12}  {limit:<18} {verdict}");
     }
+    // What bounds the first and the last of them on this machine, measured in the same run
+    // (floor.rs): not budgets, the lowest figures a daemon could reach here.
+    for (what, key) in [
+        (
+            "  floor of daemon up: a server committing first",
+            "floor__server_committing_the_event_first_ratio_to_bin_true",
+        ),
+        (
+            "  floor of ingest: threads and a writer thread",
+            "floor_ingest_threads_events_per_s",
+        ),
+        (
+            "  floor of ingest: one thread polling",
+            "floor_ingest_one_thread_events_per_s",
+        ),
+    ] {
+        if let Some(v) = report.get(key) {
+            println!("{what:<48} {v:>12.3}  {:<18} reference", "");
+        }
+    }
 }
 
 /// One client, one request at a time, each a new event: the daemon's share of a lone hook's
