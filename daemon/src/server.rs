@@ -584,10 +584,7 @@ async fn record_traced(
             };
             (Some(prep), written)
         }
-        Route::Drainer(value) => {
-            trace.mark("to_drainer");
-            drained(app, raw, value, coming).await
-        }
+        Route::Drainer(value) => drained(app, raw, value, coming, &mut trace).await,
     };
     trace.mark("woken");
     let (session, start) = match prep {
@@ -696,11 +693,13 @@ async fn drained(
     raw: RawEvent,
     value: Option<serde_json::Value>,
     coming: crate::store::writer::Coming,
+    trace: &mut crate::trace::Trace,
 ) -> (Option<Prep>, Written) {
     let slot = Arc::new(std::sync::Mutex::new(None::<Prep>));
     let (reply, committed) = tokio::sync::oneshot::channel();
     let (prep_app, prep_slot) = (app.clone(), slot.clone());
-    let job = move || {
+    // The preparation, wherever it runs: the event to store and its reply, if it stores one.
+    let prepare = move || {
         let r = match value {
             Some(v) => prep_app.ingest.prepare_parsed(&raw, &v, None),
             None => prep_app.ingest.prepare(&raw),
@@ -708,13 +707,24 @@ async fn drained(
         let (prep, ev) = settle(r);
         // Set before `reply` is dropped or answered, which wakes the request.
         *prep_slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(prep);
-        match ev {
-            // A closed writer drops `reply`: answered as shutting down.
-            Some(ev) => drop(coming.enqueue_blocking(ev, reply)),
-            None => drop(reply),
-        }
+        // Dropped unanswered when there is nothing to store.
+        ev.map(|ev| (ev, reply))
     };
-    app.prepare.push(job);
+    // A lone event is prepared by the idle writer itself (one hand-off less); otherwise on a
+    // drainer, which queues it (its announcement ending as it is queued, for group commit).
+    let here: crate::store::writer::PrepareFn =
+        Box::new(move || prepare().map(|(ev, reply)| (Box::new(ev), reply)));
+    match app.writer.prepare_here(here, coming) {
+        Ok(()) => trace.mark("to_writer"),
+        Err((here, coming)) => {
+            trace.mark("to_drainer");
+            app.prepare.push(move || match here() {
+                // A closed writer drops `reply`: answered as shutting down.
+                Some((ev, reply)) => drop(coming.enqueue_blocking(*ev, reply)),
+                None => drop(coming),
+            });
+        }
+    }
     let written = committed.await;
     let prep = slot.lock().unwrap_or_else(|e| e.into_inner()).take();
     (prep, written)

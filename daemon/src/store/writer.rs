@@ -68,8 +68,18 @@ impl From<rusqlite::Error> for WriteError {
 /// closure [`Writer::exec`] wraps), so the queue holds one job type whatever the result is.
 type WriteFn = Box<dyn FnOnce(&mut Connection) + Send>;
 
+/// Where an event's outcome goes once its transaction committed.
+pub type Reply = oneshot::Sender<Result<Applied, WriteError>>;
+
+/// An event's preparation, run on the writer thread itself ([`Writer::prepare_here`]): the
+/// event to store and where its outcome goes, or None when it stores nothing.
+pub type PrepareFn = Box<dyn FnOnce() -> Option<(Box<Prepared>, Reply)> + Send>;
+
 enum Job {
     Event(Box<Prepared>, oneshot::Sender<Result<Applied, WriteError>>),
+    /// Prepare an event here (its announcement ends once it is prepared), then store it like
+    /// [`Job::Event`].
+    Prepare(PrepareFn, Coming),
     /// Run a closure on the write connection (maintenance, checkpoints).
     Exec(WriteFn),
     /// Finish what is queued before this, checkpoint, and stop.
@@ -94,6 +104,8 @@ struct Gate {
     arrived: AtomicU64,
     /// While the writer waits: the `arrived` count that ends its wait; `u64::MAX` otherwise.
     wake_at: AtomicU64,
+    /// The writer is waiting for its next job, its queue empty ([`Writer::prepare_here`]).
+    idle: std::sync::atomic::AtomicBool,
     lock: Mutex<()>,
     woken: Condvar,
 }
@@ -242,6 +254,28 @@ impl Writer {
         (Writer { tx, capacity, gate }, handle)
     }
 
+    /// Prepare a lone event on the writer thread itself, when the writer is idle with nothing
+    /// else queued or announced but this event (`coming`, which ends once `f` has run): one
+    /// thread hand-off less than a drainer's (request → drainer → writer → request), which a
+    /// lone hook waits for. Under a stream of events the writer is busy and both come back, for
+    /// a drainer, so the writer keeps only inserting. `f` reads what preparing reads (a
+    /// transcript's bounded tail), on the one thread that is idle anyway.
+    pub fn prepare_here(&self, f: PrepareFn, coming: Coming) -> Result<(), (PrepareFn, Coming)> {
+        let alone = self.gate.idle.load(Ordering::SeqCst)
+            && self.gate.coming.load(Ordering::SeqCst) <= 1
+            && self.depth() == 0;
+        if !alone {
+            return Err((f, coming));
+        }
+        self.tx
+            .try_send(Job::Prepare(f, coming))
+            .map_err(|e| match e {
+                mpsc::error::TrySendError::Full(Job::Prepare(f, c))
+                | mpsc::error::TrySendError::Closed(Job::Prepare(f, c)) => (f, c),
+                _ => unreachable!("the job sent is the one given back"),
+            })
+    }
+
     /// Announce an event being prepared for this writer (see [`Coming`]).
     pub fn coming(&self) -> Coming {
         self.gate.announced.fetch_add(1, Ordering::SeqCst);
@@ -355,7 +389,10 @@ fn run(
             Ok(job) => Some(job),
             Err(mpsc::error::TryRecvError::Disconnected) => None,
             Err(mpsc::error::TryRecvError::Empty) if unindexed > 0 => {
-                match clock.block_on(async { tokio::time::timeout(QUIET, rx.recv()).await }) {
+                gate.idle.store(true, Ordering::SeqCst);
+                let waited = clock.block_on(async { tokio::time::timeout(QUIET, rx.recv()).await });
+                gate.idle.store(false, Ordering::SeqCst);
+                match waited {
                     Ok(job) => job,
                     Err(_) => {
                         // Quiet: index what waits, then wait as long as it takes.
@@ -391,7 +428,12 @@ fn run(
                     }
                 }
             }
-            Err(mpsc::error::TryRecvError::Empty) => rx.blocking_recv(),
+            Err(mpsc::error::TryRecvError::Empty) => {
+                gate.idle.store(true, Ordering::SeqCst);
+                let job = rx.blocking_recv();
+                gate.idle.store(false, Ordering::SeqCst);
+                job
+            }
         };
         let Some(first) = first else {
             break;
@@ -402,6 +444,14 @@ fn run(
             while let Some(job) = next.take() {
                 match job {
                     Job::Event(ev, reply) => batch.push((ev, reply)),
+                    Job::Prepare(f, coming) => {
+                        let prepared = f();
+                        // Before the gate is looked at below: never wait for itself.
+                        drop(coming);
+                        if let Some((ev, reply)) = prepared {
+                            batch.push((ev, reply));
+                        }
+                    }
                     Job::Exec(f) => {
                         // Keep queue order: commit what came before, then run it alone.
                         commit_batch(&mut conn, &mut batch, &mut dedup, &stats, rx.len());
@@ -1217,6 +1267,64 @@ mod tests {
         );
         assert_eq!(Stats::get(&stats.events_written), 3);
         assert_eq!(stored_ids(&path), ["c1", "c2", "c3"]);
+    }
+
+    /// A lone event is prepared on the idle writer itself and committed at once, without
+    /// waiting for its own announcement (the patient window would hold it for ten minutes);
+    /// while another event is announced the preparation is given back (for a drainer), and one
+    /// that stores nothing has its reply dropped and holds nothing up.
+    #[test]
+    fn a_lone_event_is_prepared_on_the_idle_writer() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("nmem.db");
+        let (writer, handle, stats) = patient_writer(&path);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        let idle = |w: &Writer| {
+            let deadline = std::time::Instant::now() + HANG;
+            while !w.gate.idle.load(Ordering::SeqCst) {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "the writer never idled"
+                );
+                std::thread::yield_now();
+            }
+        };
+        rt.block_on(async {
+            idle(&writer);
+            let other = writer.coming();
+            let mine = writer.coming();
+            let nothing: PrepareFn = Box::new(|| None);
+            let Err((_, mine)) = writer.prepare_here(nothing, mine) else {
+                panic!("prepared on the writer while another event was announced");
+            };
+            drop(other);
+            let (reply, rx) = oneshot::channel();
+            let f: PrepareFn =
+                Box::new(move || Some((Box::new(event("w1", "cargo build")), reply)));
+            assert!(writer.prepare_here(f, mine).is_ok(), "alone and idle");
+            let applied = tokio::time::timeout(HANG, rx)
+                .await
+                .unwrap()
+                .unwrap()
+                .unwrap();
+            assert_eq!(applied.outcome, RecordOutcome::Stored);
+            // Stores nothing: the reply is dropped unanswered.
+            idle(&writer);
+            let (reply, rx) = oneshot::channel::<Result<Applied, WriteError>>();
+            let f: PrepareFn = Box::new(move || {
+                drop(reply);
+                None
+            });
+            assert!(writer.prepare_here(f, writer.coming()).is_ok());
+            assert!(tokio::time::timeout(HANG, rx).await.unwrap().is_err());
+            writer.shutdown().await;
+        });
+        handle.join().unwrap();
+        assert_eq!(Stats::get(&stats.commits), 1);
+        assert_eq!(stored_ids(&path), ["w1"]);
     }
 
     /// Announced events that never come (every one given up) do not hold the batch: it commits
