@@ -29,6 +29,7 @@ const LATER_SQL: &[&str] = &[
     include_str!("../../../migrations/018_sync_team_streams.sql"),
     include_str!("../../../migrations/019_knowledge_sync.sql"),
     include_str!("../../../migrations/020_sync_backfill.sql"),
+    include_str!("../../../migrations/021_sync_received.sql"),
 ];
 
 /// The migrations before 006, for tests that build a database as older versions wrote it.
