@@ -557,8 +557,7 @@ pub fn apply_inbound(conn: &mut Connection, batch: &Pulled) -> rusqlite::Result<
                 (env.event_id.as_str(), keep.then(|| env.to_bytes()))
             }
             Inbound::Knowledge(env) => {
-                let k = env.knowledge.as_ref().expect("a knowledge event");
-                crate::knowledge::apply_event(&tx, &env.project.name, k, nmem_proto::now_ms())?;
+                super::edit::apply_knowledge(&tx, env, device, *seq, team)?;
                 (env.event_id.as_str(), Some(env.to_bytes()))
             }
         };

@@ -334,7 +334,7 @@ pub async fn pull(
                             };
                             log::apply_inbound(c, &batch)
                         };
-                        if forgets {
+                        if forgets || super::edit::rewrites_items(c, &events)? {
                             let how = crate::maintain::Scrub::Routine;
                             Ok(crate::maintain::scrubbed(c, how, apply)?.0)
                         } else {
