@@ -18,11 +18,19 @@
 //! `present`) what the space holds already under another device id: this home before it left
 //! and joined again, or the same event recorded in another home.
 //!
+//! Knowledge items and pins made before are logged once a job's rows are done ([`extras`]), so
+//! that the events a pin names are in the stream before it: each knowledge item of the job's
+//! scope as it is now (its status and pin included; an item written before migration 019 gets
+//! its uid then; a saved memory's note follows its memory's row), and a pin of each pinned row
+//! whose event the stream holds. A team's job carries the shared project's items (a team takes
+//! knowledge items by default). What is sent twice (a second job after `leave` and `join`) is
+//! applied once: an item is named by its uid, a pin sets a flag.
+//!
 //! A personal-stream entry keeps its row's id (`sync_log.row_id`) as the writer's do, so that
 //! `nmem rebuild` restores the row under its own id. Reasoning is stored as its own prompt row
 //! (its own event id), so a backfilled entry has no thought ids: each thought is its own entry.
 
-use super::envelope::Envelope;
+use super::envelope::{Edit, Envelope, KnowledgeEvent};
 use super::log::{self, Stream};
 use super::space::ServerIds;
 use crate::app::App;
@@ -593,6 +601,9 @@ pub fn commit(
         }
         n += 1;
     }
+    if batch.finished {
+        n += extras(&tx, batch)?;
+    }
     let now = nmem_proto::now_ms();
     tx.execute(
         "UPDATE sync_backfill SET at_time = ?3, at_kind = ?4, at_id = ?5,
@@ -611,6 +622,72 @@ pub fn commit(
         ],
     )?;
     tx.commit()?;
+    Ok(n)
+}
+
+/// The end of a job: log the knowledge items and pins of its scope (see the module's notes).
+/// Returns how many were logged.
+fn extras(conn: &Connection, batch: &Batch) -> rusqlite::Result<usize> {
+    let stream = if batch.personal {
+        Stream::Personal
+    } else {
+        Stream::Team(batch.space.clone())
+    };
+    let in_scope = |project: &str| {
+        batch.personal && log::carries_personal(project)
+            || !batch.personal && project == batch.project
+    };
+    let mut n = 0;
+    let items: Vec<(i64, String, bool)> = conn
+        .prepare(
+            "SELECT id, project, uid IS NULL FROM knowledge
+              WHERE obs_id IS NULL AND (?1 = '' OR project = ?1) ORDER BY id",
+        )?
+        .query_map([&batch.project], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+        .collect::<Result<_, _>>()?;
+    for (id, project, no_uid) in items {
+        if !in_scope(&project) {
+            continue;
+        }
+        if no_uid {
+            conn.execute(
+                "UPDATE knowledge SET uid = ?2 WHERE id = ?1 AND uid IS NULL",
+                params![id, log::random_id("k")?],
+            )?;
+        }
+        let Some((project, item)) = crate::knowledge::item_of(conn, id)? else {
+            continue;
+        };
+        let eid = log::random_id("knowledge")?;
+        let env = Envelope::knowledge(eid.clone(), &project, KnowledgeEvent::Item(Box::new(item)));
+        log::append_to(conn, &stream, &eid, &env.to_bytes())?;
+        n += 1;
+    }
+    let pins: Vec<(String, String)> = conn
+        .prepare(
+            "SELECT project, event_id FROM observations
+              WHERE is_pinned = 1 AND event_id IS NOT NULL AND (?1 = '' OR project = ?1)
+              ORDER BY id",
+        )?
+        .query_map([&batch.project], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<Result<_, _>>()?;
+    for (project, target) in pins {
+        if !in_scope(&project) || !logged(conn, batch.personal, &batch.space, &target)? {
+            continue;
+        }
+        let eid = log::random_id("edit")?;
+        let edit = Edit::Pin {
+            target,
+            pinned: true,
+        };
+        log::append_to(
+            conn,
+            &stream,
+            &eid,
+            &Envelope::edit(eid.clone(), &project, edit).to_bytes(),
+        )?;
+        n += 1;
+    }
     Ok(n)
 }
 
