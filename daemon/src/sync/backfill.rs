@@ -67,13 +67,19 @@ pub fn plan(conn: &Connection, space: &str, project: &str) -> rusqlite::Result<(
         params![obs_upto, prompts_upto, project],
         |r| r.get(0),
     )?;
+    // Nothing to look at: done at once, unless there are knowledge items to send ([`extras`]).
+    let items: bool = conn.query_row(
+        "SELECT EXISTS (SELECT 1 FROM knowledge WHERE obs_id IS NULL AND (?1 = '' OR project = ?1))",
+        [project],
+        |r| r.get(0),
+    )?;
     let now = nmem_proto::now_ms();
     conn.execute(
         "INSERT OR REPLACE INTO sync_backfill
            (space, project, obs_upto, prompts_upto, at_time, at_kind, at_id, total, done,
             started_at, finished_at)
-         VALUES (?1, ?2, ?3, ?4, NULL, 0, 0, ?5, 0, ?6, CASE WHEN ?5 = 0 THEN ?6 END)",
-        params![space, project, obs_upto, prompts_upto, total, now],
+         VALUES (?1, ?2, ?3, ?4, NULL, 0, 0, ?5, 0, ?6, CASE WHEN ?5 = 0 AND NOT ?7 THEN ?6 END)",
+        params![space, project, obs_upto, prompts_upto, total, now, items],
     )?;
     Ok(())
 }
@@ -634,8 +640,11 @@ fn extras(conn: &Connection, batch: &Batch) -> rusqlite::Result<usize> {
         Stream::Team(batch.space.clone())
     };
     let in_scope = |project: &str| {
-        batch.personal && log::carries_personal(project)
-            || !batch.personal && project == batch.project
+        if batch.personal {
+            log::carries_personal(project)
+        } else {
+            project == batch.project
+        }
     };
     let mut n = 0;
     let items: Vec<(i64, String, bool)> = conn
@@ -1010,5 +1019,55 @@ mod tests {
         // The routes are the process's: leave them routing nothing to a team.
         c.execute("DELETE FROM sync_shares", []).unwrap();
         log::load_routes(&c).unwrap();
+    }
+
+    #[test]
+    fn a_job_with_only_knowledge_items_sends_them_and_gives_an_old_item_its_uid() {
+        let (_d, mut c) = open();
+        // One item with a uid, one written before migration 019 (none); no rows at all.
+        c.execute_batch(
+            "INSERT INTO knowledge (class, kind, project, scope, title, summary, reason,
+                                    memory_source, status, is_pinned, created_at, updated_at, uid)
+             VALUES ('knowledge', 'decision', 'p', 'project', 'keyset pages', '', 'measured',
+                     'user_declared', 'active', 1, 1, 1, 'k-1'),
+                    ('knowledge', 'decision', 'p', 'project', 'ledger rows', '', 'audited',
+                     'user_declared', 'active', 0, 2, 2, NULL);",
+        )
+        .unwrap();
+        plan(&c, "space", "").unwrap();
+        assert_eq!(progress(&c).unwrap().map(|b| b.running), Some(true));
+        let b = next(&c, 10).unwrap().expect("the job runs for its items");
+        assert!(b.finished && b.events.is_empty());
+        assert_eq!(commit(&mut c, &b, &HashSet::new()).unwrap(), 2);
+        assert!(next(&c, 10).unwrap().is_none());
+        let logged: Vec<Envelope> = c
+            .prepare("SELECT envelope FROM sync_log ORDER BY seq")
+            .unwrap()
+            .query_map([], |r| r.get::<_, Vec<u8>>(0))
+            .unwrap()
+            .map(|e| Envelope::from_bytes(&e.unwrap()).unwrap())
+            .collect();
+        let items: Vec<(String, String, bool)> = logged
+            .iter()
+            .map(|e| match &e.knowledge {
+                Some(KnowledgeEvent::Item(it)) => (it.uid.clone(), it.title.clone(), it.is_pinned),
+                other => panic!("not an item: {other:?}"),
+            })
+            .collect();
+        let uid: String = c
+            .query_row(
+                "SELECT uid FROM knowledge WHERE title = 'ledger rows'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert!(uid.starts_with("k-"), "{uid}");
+        assert_eq!(
+            items,
+            [
+                ("k-1".to_string(), "keyset pages".to_string(), true),
+                (uid, "ledger rows".to_string(), false)
+            ]
+        );
     }
 }
