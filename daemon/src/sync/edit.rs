@@ -295,14 +295,22 @@ pub(super) fn retire_items(
 }
 
 /// `redact --apply` rewrote the text of the knowledge items `ids` here, in the caller's
-/// transaction: each synced item is logged again as it is now (for the spaces its project goes
-/// to), and the events that carried its old text are emptied here.
+/// transaction: the events that carried their old text are emptied here (one pass over the
+/// knowledge events for all of them), and each synced item is logged again as it is now (for
+/// the spaces its project goes to).
 pub fn items_rewritten(conn: &Connection, ids: &[i64]) -> rusqlite::Result<()> {
+    let mut synced = Vec::new();
     for id in ids {
-        let Some((_, item)) = crate::knowledge::item_of(conn, *id)? else {
-            continue;
-        };
-        retire_items(conn, &[item.uid.as_str()])?;
+        if let Some((_, item)) = crate::knowledge::item_of(conn, *id)? {
+            synced.push((*id, item.uid));
+        }
+    }
+    if synced.is_empty() {
+        return Ok(());
+    }
+    let uids: Vec<&str> = synced.iter().map(|(_, u)| u.as_str()).collect();
+    retire_items(conn, &uids)?;
+    for (id, _) in &synced {
         crate::knowledge::log_item(conn, *id)?;
     }
     Ok(())
