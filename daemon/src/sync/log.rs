@@ -361,7 +361,7 @@ pub fn start(
     // Team streams restart under the new device id too; team memberships and keys stay.
     tx.execute_batch(
         "DELETE FROM sync_log; DELETE FROM sync_cursors; DELETE FROM sync_space_log;
-         DELETE FROM sync_received;
+         DELETE FROM sync_received; DELETE FROM sync_streams;
          DELETE FROM sync_keys WHERE space IN (SELECT space FROM sync_spaces WHERE kind = 'personal');
          DELETE FROM sync_spaces WHERE kind = 'personal';",
     )?;
@@ -414,7 +414,9 @@ pub fn leave(conn: &mut Connection) -> rusqlite::Result<()> {
          INSERT OR IGNORE INTO temp.leaving
            SELECT space FROM sync_spaces WHERE kind = 'personal' UNION SELECT space FROM sync_state;
          DELETE FROM sync_cursors WHERE space IN (SELECT space FROM temp.leaving);
-         DELETE FROM sync_received WHERE space IN (SELECT space FROM temp.leaving);
+         DELETE FROM sync_received WHERE stream IN
+           (SELECT id FROM sync_streams WHERE space IN (SELECT space FROM temp.leaving));
+         DELETE FROM sync_streams WHERE space IN (SELECT space FROM temp.leaving);
          DELETE FROM sync_keys WHERE space IN (SELECT space FROM temp.leaving);
          DELETE FROM sync_backfill WHERE space IN (SELECT space FROM temp.leaving);
          DELETE FROM sync_spaces WHERE space IN (SELECT space FROM temp.leaving);
@@ -580,14 +582,27 @@ pub fn apply_inbound(conn: &mut Connection, batch: &Pulled) -> rusqlite::Result<
             ])?;
         }
     }
-    let mut st = tx.prepare_cached(
-        "INSERT OR REPLACE INTO sync_received (space, device, seq, event_id, server_id)
-         VALUES (?1, ?2, ?3, ?4, ?5)",
-    )?;
-    for (seq, id, server_id) in received {
-        st.execute(params![space, device, seq, id, server_id])?;
+    if !received.is_empty() {
+        tx.prepare_cached("INSERT OR IGNORE INTO sync_streams (space, device) VALUES (?1, ?2)")?
+            .execute(params![space, device])?;
+        let stream: i64 = tx
+            .prepare_cached("SELECT id FROM sync_streams WHERE space = ?1 AND device = ?2")?
+            .query_row(params![space, device], |r| r.get(0))?;
+        // A team space's server id as pulled; a personal space's local id (the key derives the
+        // server's from it).
+        let mut st = tx.prepare_cached(
+            "INSERT OR REPLACE INTO sync_received (stream, seq, event_id, server_id)
+             VALUES (?1, ?2, ?3, ?4)",
+        )?;
+        for (seq, id, server_id) in received {
+            let (id, server_id) = if team {
+                (None, Some(server_id))
+            } else {
+                (Some(id), None)
+            };
+            st.execute(params![stream, seq, id, server_id])?;
+        }
     }
-    drop(st);
     tx.execute(
         "INSERT INTO sync_cursors (space, device, seq) VALUES (?1, ?2, ?3)
          ON CONFLICT(space, device) DO UPDATE SET seq = MAX(seq, excluded.seq)",

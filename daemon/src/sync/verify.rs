@@ -6,9 +6,10 @@
 //!   device (the ones above it are pending, not missing) against every server row of this
 //!   device in that space.
 //! * Another device's stream: the rows received from it through that space (`sync_received`,
-//!   migration 021, with the server's event id as pulled) through this home's cursor, against
-//!   the server's rows through the same cursor. A row nulled on the server (a forgotten event)
-//!   counts on neither side: there is nothing to hold.
+//!   migration 021: a team space's with the server's event id as pulled, a personal space's
+//!   with the local id, from which the space key derives the server's) through this home's
+//!   cursor, against the server's rows through the same cursor. A row nulled on the server (a
+//!   forgotten event) counts on neither side: there is nothing to hold.
 //!
 //! Both sides are reduced to `seq:server event id` lines; their SHA-256 says at a glance whether
 //! the two agree, and the sequence numbers on one side only (or holding different ids) say where.
@@ -48,13 +49,15 @@ pub fn local(conn: &Connection, st: &State, sp: &Space) -> rusqlite::Result<Loca
     for (device, cursor) in super::log::cursors(conn, &sp.id)? {
         out.entry(device).or_default().0 = Some(cursor);
     }
-    let mut q = conn
-        .prepare("SELECT device, seq, event_id, server_id FROM sync_received WHERE space = ?1")?;
+    let mut q = conn.prepare(
+        "SELECT s.device, r.seq, r.event_id, r.server_id
+           FROM sync_received r JOIN sync_streams s ON s.id = r.stream WHERE s.space = ?1",
+    )?;
     for r in q.query_map([&sp.id], |r| {
         Ok((
             r.get::<_, String>(0)?,
             r.get::<_, i64>(1)?,
-            r.get::<_, String>(2)?,
+            r.get::<_, Option<String>>(2)?,
             r.get::<_, Option<String>>(3)?,
         ))
     })? {
@@ -62,8 +65,10 @@ pub fn local(conn: &Connection, st: &State, sp: &Space) -> rusqlite::Result<Loca
         if device == st.device {
             continue;
         }
-        // Received before migration 021: the personal key derives the id; a team's cannot.
-        let server_id = server_id.or_else(|| sp.is_personal().then(|| sp.server_id(&id)));
+        // The personal key derives a personal space's id from the local one; a team space's
+        // row received before migration 021 has only the local id (compared by its presence).
+        let server_id =
+            server_id.or_else(|| id.filter(|_| sp.is_personal()).map(|id| sp.server_id(&id)));
         out.entry(device).or_default().1.insert(seq, server_id);
     }
     Ok(out)
