@@ -1310,7 +1310,7 @@ fn sync_name(c: &Connection, id: i64) -> rusqlite::Result<Option<String>> {
 }
 
 /// The local id of the item a knowledge event names.
-fn resolve(c: &Connection, name: &str) -> rusqlite::Result<Option<i64>> {
+pub(crate) fn resolve(c: &Connection, name: &str) -> rusqlite::Result<Option<i64>> {
     match name.strip_prefix("memory:") {
         Some(event_id) => c
             .query_row(
@@ -1334,12 +1334,13 @@ fn project_of(c: &Connection, id: i64) -> rusqlite::Result<String> {
     })
 }
 
-/// Log item `id`, just written, as a knowledge event.
-fn log_item(c: &Connection, id: i64) -> rusqlite::Result<()> {
-    if !crate::sync::log::ENABLED.load(std::sync::atomic::Ordering::Relaxed) {
-        return Ok(());
-    }
-    let (project, item) = c.query_row(
+/// Item `id` as it travels (its project, and the item with its current text and state); None
+/// for an item without a uid (a saved memory's note, or one written before items had uids).
+pub(crate) fn item_of(
+    c: &Connection,
+    id: i64,
+) -> rusqlite::Result<Option<(String, KnowledgeItem)>> {
+    c.query_row(
         "SELECT project, uid, class, kind, scope, title, summary, reason, memory_source, status,
                 confidence, subject, predicate, value, payload, is_pinned, created_at
            FROM knowledge WHERE id = ?1 AND uid IS NOT NULL",
@@ -1367,8 +1368,39 @@ fn log_item(c: &Connection, id: i64) -> rusqlite::Result<()> {
                 },
             ))
         },
-    )?;
+    )
+    .optional()
+}
+
+/// Log item `id` (just written, or its text rewritten by `redact --apply`) as a knowledge
+/// event: the whole item as it is now.
+pub(crate) fn log_item(c: &Connection, id: i64) -> rusqlite::Result<()> {
+    if !crate::sync::log::ENABLED.load(std::sync::atomic::Ordering::Relaxed) {
+        return Ok(());
+    }
+    let Some((project, item)) = item_of(c, id)? else {
+        return Ok(());
+    };
     crate::sync::log::append_knowledge(c, &project, KnowledgeEvent::Item(Box::new(item)))
+}
+
+/// Item `id` received again with other text (`redact --apply` on another device): its text
+/// fields become the received ones (already through this device's redactor); its state stays.
+/// Whether anything changed.
+pub(crate) fn rewrite_text(
+    c: &Connection,
+    id: i64,
+    it: &KnowledgeItem,
+    now: i64,
+) -> rusqlite::Result<bool> {
+    let n = c.execute(
+        "UPDATE knowledge SET title = ?2, summary = ?3, reason = ?4, subject = ?5, value = ?6,
+                payload = ?7, updated_at = ?8
+          WHERE id = ?1 AND (title IS NOT ?2 OR summary IS NOT ?3 OR reason IS NOT ?4
+                OR subject IS NOT ?5 OR value IS NOT ?6 OR payload IS NOT ?7)",
+        params![id, it.title, it.summary, it.reason, it.subject, it.value, it.payload, now],
+    )?;
+    Ok(n > 0)
 }
 
 /// Log a change (`action`: a lifecycle action's name, `pin` or `unpin`) of item `id`.
@@ -1422,7 +1454,11 @@ pub fn apply_event(
                 && matches!(it.scope.as_str(), "project" | "global")
                 && !it.item_kind.is_empty()
                 && !project.is_empty();
-            if !fits || resolve(c, &it.uid)?.is_some() {
+            // Held already, or forgotten here (purged: a late copy is not stored again).
+            if !fits
+                || resolve(c, &it.uid)?.is_some()
+                || crate::sync::tombstone::is_forgotten(c, &it.uid)?
+            {
                 if !fits {
                     tracing::warn!(
                         "sync: knowledge item {} is not one this nmem can store; skipped",

@@ -31,6 +31,7 @@ fn run(c: &mut Connection, r: &Redactor, apply: bool) -> rusqlite::Result<Redact
     // The rows rewritten: synced copies of them are rewritten too (`sync::edit`), or forgotten
     // (a tombstone) where this home has no envelope of theirs (docs/sync.md).
     let mut rewritten: (Vec<i64>, Vec<i64>) = Default::default();
+    let mut items = Vec::new();
     {
         let mut read =
             tx.prepare("SELECT id, content, file_path, rel_path, metadata FROM observations")?;
@@ -120,6 +121,7 @@ fn run(c: &mut Connection, r: &Redactor, apply: bool) -> rusqlite::Result<Redact
                 }
                 if apply {
                     write.execute(rusqlite::params![id, title, summary, reason, payload])?;
+                    items.push(id);
                 }
             }
         }
@@ -134,6 +136,8 @@ fn run(c: &mut Connection, r: &Redactor, apply: bool) -> rusqlite::Result<Redact
             // Shipped as rewrites where their envelopes are here; the rest forgotten elsewhere.
             let rest = crate::sync::edit::rewritten(&tx, r, &events)?;
             crate::sync::tombstone::emit(&tx, &rest, "redact")?;
+            // Knowledge items: sent again with their new text; the old text's events emptied.
+            crate::sync::edit::items_rewritten(&tx, &items)?;
         }
         if apply && out.observations + out.prompts + out.knowledge > 0 {
             tx.execute(

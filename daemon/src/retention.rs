@@ -443,7 +443,10 @@ pub async fn purge(app: &App, req: PurgeRequest) -> Result<Outcome, WriteError> 
                     crate::maintain::scrubbed(c, crate::maintain::Scrub::Thorough, |c| {
                         let tx = c.transaction()?;
                         crate::docs::purge_project(&tx, &p)?;
+                        let uids = crate::sync::tombstone::item_uids(&tx, &p)?;
                         tx.execute("DELETE FROM knowledge WHERE project = ?1", [&p])?;
+                        // Synced items: a tombstone for the other devices (docs/sync.md).
+                        crate::sync::tombstone::forget_items(&tx, &p, &uids, "purge")?;
                         tx.commit()
                     })?;
                 }

@@ -216,9 +216,13 @@ pub struct Quarantined {
     pub events: Vec<QuarantinedEvent>,
 }
 
-/// One device's stream compared (`nmem sync verify`): the server's side and this home's.
+/// One device's stream of one space compared (`nmem sync verify`): the server's side and this home's.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct StreamCheck {
+    /// The space whose stream this is (the personal space's id, or a team space's name);
+    /// empty from an nmemd that compared the personal space only.
+    #[serde(default)]
+    pub space: String,
     pub device: String,
     /// This device's own stream (else another device's, as pulled).
     pub this_device: bool,
@@ -243,7 +247,7 @@ pub struct StreamCheck {
     pub ok: bool,
 }
 
-/// The reply of `/v1/sync/verify`.
+/// The reply of `/v1/sync/verify`: the streams of every space this device is in.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Verified {
     pub ok: bool,

@@ -408,7 +408,12 @@ pub fn verify(json: bool) -> ExitCode {
     let code = finish(res, json, |v| {
         use std::fmt::Write as _;
         let mut b = String::new();
+        let mut space = None;
         for s in &v.streams {
+            if space != Some(&s.space) && !s.space.is_empty() {
+                let _ = writeln!(b, "space {}:", s.space);
+                space = Some(&s.space);
+            }
             let _ = writeln!(
                 b,
                 "{} {}{}: server head {}, here {}; {} vs {} events, hash {} vs {}",

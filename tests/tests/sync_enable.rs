@@ -97,6 +97,105 @@ fn history_recorded_before_enable_reaches_the_other_device_once() {
     assert_eq!(event_ids(&a), event_ids(&b));
 }
 
+/// `nmemctl ARGS` on `home`, which must succeed.
+fn ctl_ok(home: &Home, args: &[&str]) {
+    let out = home
+        .cmd("nmemctl")
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "nmemctl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// `nmem knowledge add` on `home`: a decision of `project` titled `title`; its id.
+fn add_item(home: &Home, project: &str, title: &str) -> i64 {
+    ok_json(
+        home,
+        &[
+            "knowledge",
+            "add",
+            "--kind",
+            "decision",
+            "--title",
+            title,
+            "--reason",
+            "measured",
+            "--project",
+            project,
+            "--json",
+        ],
+    )["item"]["id"]
+        .as_i64()
+        .unwrap()
+}
+
+fn pinned(home: &Home, event_id: &str) -> bool {
+    home.count(&format!(
+        "SELECT COUNT(*) FROM observations WHERE event_id = '{event_id}' AND is_pinned = 1"
+    )) == 1
+}
+
+/// Knowledge items and pins made before `nmem sync enable` reach the other device with the
+/// history: an item (pinned), one written before items had uids (migration 019: it gets one),
+/// and a pinned observation.
+#[test]
+fn knowledge_items_and_pins_made_before_enable_reach_the_other_device() {
+    let Some(pg) = Postgres::start() else { return };
+    let a = Home::new("sbia");
+    let da = a.start();
+    record(&a, "a", 0..5, "");
+    let id = add_item(&a, "kproj", "Invoices page by keyset cursor");
+    ok_json(&a, &["knowledge", "pin", &id.to_string(), "--json"]);
+    add_item(&a, "kproj", "Ledger rows are never updated");
+    let obs = a.count("SELECT id FROM observations WHERE event_id = 'a-2'");
+    ctl_ok(&a, &["pin", &obs.to_string()]);
+    // The second item as written before migration 019: no uid.
+    da.stop();
+    rusqlite::Connection::open(&a.paths.db)
+        .unwrap()
+        .execute(
+            "UPDATE knowledge SET uid = NULL WHERE title LIKE 'Ledger%'",
+            [],
+        )
+        .unwrap();
+    let _da = a.start();
+
+    let phrase = enable(&a, &pg);
+    let b = Home::new("sbib");
+    let _db = b.start();
+    joined(&b, &pg, &phrase);
+    wait_until("B to hold A's items and the pin", CONVERGE, || {
+        b.count("SELECT COUNT(*) FROM knowledge WHERE project = 'kproj'") == 2 && pinned(&b, "a-2")
+    });
+    assert_eq!(observations(&b), 5);
+    assert!(!pinned(&b, "a-1"));
+    assert_eq!(
+        b.count("SELECT is_pinned FROM knowledge WHERE title LIKE 'Invoices%'"),
+        1
+    );
+    // The item without a uid got one, the same on both devices.
+    let uid = |h: &Home| -> String {
+        h.db()
+            .query_row(
+                "SELECT uid FROM knowledge WHERE title LIKE 'Ledger%'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap()
+    };
+    assert_eq!(uid(&a), uid(&b));
+    // Each stored once on B.
+    assert_eq!(
+        b.count("SELECT COUNT(*) FROM knowledge_audit WHERE action = 'created'"),
+        2
+    );
+}
+
 #[test]
 fn a_kill_mid_backfill_loses_and_duplicates_nothing() {
     let Some(pg) = Postgres::start() else { return };
@@ -167,12 +266,25 @@ fn a_shared_projects_history_reaches_the_team_and_a_member_leaves_on_its_own() {
             ("h-web".into(), commit("web", "elsewhere")),
         ],
     );
+    // And knowledge items (a team carries them by default) and a pin, before the share too.
+    add_item(&a, "api", "Retries back off exponentially");
+    add_item(&a, "web", "The web app keeps its own cache");
+    let commit_row = a.count("SELECT id FROM observations WHERE event_id = 'h-commit'");
+    ctl_ok(&a, &["pin", &commit_row.to_string()]);
     ok_json(&a, &["share", "api", "--team", "acme", "--json"]);
     wait_until("C to hold the shared project's history", CONVERGE, || {
-        has_event(&c, "h-commit") && has_event(&c, "h-fail")
+        has_event(&c, "h-commit")
+            && has_event(&c, "h-fail")
+            && pinned(&c, "h-commit")
+            && c.count("SELECT COUNT(*) FROM knowledge WHERE title LIKE 'Retries%'") == 1
     });
     ok_json(&a, &["sync", "now", "--json"]);
-    assert_eq!(server_count(&pg, "space = 'acme'"), 2);
+    // The two events the team carries, the item and the pin; nothing of `web`.
+    assert_eq!(server_count(&pg, "space = 'acme'"), 4);
+    assert_eq!(
+        c.count("SELECT COUNT(*) FROM knowledge WHERE project = 'web'"),
+        0
+    );
     assert!(!has_event(&c, "h-cmd") && !has_event(&c, "h-web"));
 
     // C cannot leave its personal space while in a team; it leaves the team first.
@@ -180,8 +292,10 @@ fn a_shared_projects_history_reaches_the_team_and_a_member_leaves_on_its_own() {
     assert!(err.contains("nmem team leave"), "{err}");
     let left = ok_json(&c, &["team", "leave", "acme", "--forget-data", "--json"]);
     assert_eq!(left["was_member_on_server"], true, "{left}");
-    assert_eq!(left["forgotten"], 2, "{left}");
+    // The two events and the item.
+    assert_eq!(left["forgotten"], 3, "{left}");
     assert!(!has_event(&c, "h-commit") && !has_event(&c, "h-fail"));
+    assert_eq!(c.count("SELECT COUNT(*) FROM knowledge"), 0);
     assert_eq!(status(&c)["teams"], json!([]));
     for table in ["members", "member_keys"] {
         assert_eq!(

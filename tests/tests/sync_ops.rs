@@ -408,3 +408,130 @@ fn pins_and_redactions_reach_the_other_device_as_edits() {
     );
     assert_eq!(event_ids(&a), event_ids(&b));
 }
+
+/// `nmem knowledge add` on `home`: a decision of `project` with `title` and `reason`; its id.
+fn add_item(home: &Home, project: &str, title: &str, reason: &str) -> i64 {
+    ok_json(
+        home,
+        &[
+            "knowledge",
+            "add",
+            "--kind",
+            "decision",
+            "--title",
+            title,
+            "--reason",
+            reason,
+            "--project",
+            project,
+            "--json",
+        ],
+    )["item"]["id"]
+        .as_i64()
+        .unwrap()
+}
+
+/// The local sequence numbers of `home`'s knowledge events whose envelope holds `text`.
+fn knowledge_seqs(home: &Home, text: &str) -> Vec<i64> {
+    let db = home.db();
+    let mut st = db
+        .prepare(
+            "SELECT seq FROM sync_log WHERE event_id LIKE 'knowledge-%'
+              AND CAST(envelope AS TEXT) LIKE '%' || ?1 || '%' ORDER BY seq",
+        )
+        .unwrap();
+    st.query_map([text], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+}
+
+/// Issue 18: "Purge and `redact --apply` on a synced project emit tombstones", for knowledge
+/// items too. A knowledge item whose text `redact --apply` rewrites on A (a rule added after it
+/// was synced) is rewritten on B, the old text gone from B's database and A's old event's
+/// ciphertext nulled on the server; a whole-project purge on A deletes its items on B, and A's
+/// events of them are nulled on the server.
+#[test]
+fn a_knowledge_items_redaction_and_purge_reach_the_other_device() {
+    let Some(pg) = Postgres::start() else { return };
+    let a = Home::new("soka");
+    let da = a.start();
+    let phrase = enable(&a, &pg);
+    let b = Home::new("sokb");
+    let _db = b.start();
+    joined(&b, &pg, &phrase);
+    add_item(
+        &a,
+        "kproj",
+        "Rotate the ACME-SECRET-771234 token monthly",
+        "the vendor revokes ACME-SECRET-771234 after 40 days",
+    );
+    add_item(&a, "kproj", "Keep the wombat cache warm", "cold starts");
+    add_item(
+        &a,
+        "gone-proj",
+        "Platypus billing runs nightly",
+        "batch window",
+    );
+    ok_json(&a, &["sync", "now", "--json"]);
+    let items = |home: &Home, project: &str| {
+        home.count(&format!(
+            "SELECT COUNT(*) FROM knowledge WHERE project = '{project}'"
+        ))
+    };
+    wait_until("B to hold A's 3 items", CONVERGE, || {
+        items(&b, "kproj") == 2 && items(&b, "gone-proj") == 1
+    });
+    let secret_seqs = knowledge_seqs(&a, "ACME-SECRET");
+    let purged_seqs = knowledge_seqs(&a, "Platypus");
+    assert_eq!((secret_seqs.len(), purged_seqs.len()), (1, 1));
+    let secret = "SELECT COUNT(*) FROM knowledge WHERE title LIKE '%ACME-SECRET%'
+                     OR reason LIKE '%ACME-SECRET%'";
+    assert_eq!(b.count(secret), 1);
+
+    // A rule added later, applied to what A stored; then the whole of gone-proj purged.
+    da.stop();
+    std::fs::write(
+        a.dir.join("config.toml"),
+        "[redact]\npatterns = [ { name = \"acme\", regex = \"ACME-SECRET-[0-9]+\" } ]\n",
+    )
+    .unwrap();
+    let _da = a.start();
+    ctl_ok(&a, &["redact", "--apply", "--json"]);
+    assert_eq!(a.count(secret), 0);
+    ctl_ok(&a, &["purge", "--project", "gone-proj", "--yes", "--json"]);
+    assert_eq!(items(&a, "gone-proj"), 0);
+    ok_json(&a, &["sync", "now", "--json"]);
+    wait_until(
+        "B to hold the item rewritten and the purged one gone",
+        CONVERGE,
+        || b.count(secret) == 0 && items(&b, "gone-proj") == 0,
+    );
+    // Rewritten, not deleted; the other item untouched.
+    assert_eq!(items(&b, "kproj"), 2);
+    assert_eq!(
+        b.count("SELECT COUNT(*) FROM knowledge WHERE title LIKE 'Rotate the % token monthly'"),
+        1
+    );
+    // Nothing of the old text or the purged item left in B's logs.
+    for text in ["ACME-SECRET", "Platypus"] {
+        assert_eq!(
+            b.count(&format!(
+                "SELECT COUNT(*) FROM sync_inbound WHERE CAST(envelope AS TEXT) LIKE '%{text}%'"
+            )),
+            0,
+            "B kept an envelope holding {text}"
+        );
+    }
+    // A's events that carried them: emptied here, their ciphertext nulled on the server.
+    let dev_a = device(&a);
+    wait_until("A to null its old events on the server", CONVERGE, || {
+        ok_json(&a, &["sync", "now", "--json"]);
+        secret_seqs
+            .iter()
+            .chain(&purged_seqs)
+            .all(|s| !has_ciphertext(&pg, &dev_a, *s))
+    });
+    assert!(knowledge_seqs(&a, "ACME-SECRET").is_empty());
+    assert!(knowledge_seqs(&a, "Platypus").is_empty());
+}

@@ -78,6 +78,7 @@ fn search_by_origin_tells_this_device_my_devices_and_teammates_apart() {
         &[
             ("a-cmd".into(), command("open-proj", "wombat a1")),
             ("a-commit".into(), commit("open-proj", "wombat a2")),
+            ("a-commit2".into(), commit("open-proj", "quokka a3")),
         ],
     );
     send(&b, &[("b-cmd".into(), command("open-proj", "wombat b1"))]);
@@ -148,19 +149,6 @@ fn search_by_origin_tells_this_device_my_devices_and_teammates_apart() {
         "{table}"
     );
     assert_eq!(table.matches("[device").count(), 1, "{table}");
-    // `sync verify` checks the personal space's streams: B's and A's own, not the teammate's
-    // device (whose events came through the team space).
-    let v = ok_json(&a, &["sync", "verify", "--json"]);
-    assert_eq!(v["ok"], true, "{v}");
-    let streams: Vec<&str> = v["streams"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["device"].as_str().unwrap())
-        .collect();
-    assert!(streams.contains(&dev_b.as_str()), "{v}");
-    assert!(!streams.contains(&dev_c.as_str()), "{v}");
-
     // A bad value: a clear error from the CLI and from the API, naming the values.
     let out = nmem(&a, &["search", "wombat", "--origin", "elsewhere"]);
     assert!(!out.status.success());
@@ -195,4 +183,80 @@ fn search_by_origin_tells_this_device_my_devices_and_teammates_apart() {
     let v: Value = serde_json::from_slice(&r.body).unwrap();
     assert_eq!(v["items"].as_array().unwrap().len(), 1, "{v}");
     assert_eq!(v["items"][0]["origin"]["space"], "acme", "{v}");
+
+    verify_covers_the_team_space(&pg, &a, &dev_a, &dev_b, &dev_c);
+}
+
+/// The streams of `space` in a `sync verify --json` reply, by device.
+fn streams_of<'a>(v: &'a Value, space: &str) -> std::collections::BTreeMap<String, &'a Value> {
+    v["streams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["space"] == space)
+        .map(|s| (s["device"].as_str().unwrap().to_string(), s))
+        .collect()
+}
+
+/// `sync verify` on A compares every space it is in, per (space, device): the personal space's
+/// streams (A's own and B's; C is not in it) and the team space's (A's own team stream and C's),
+/// and names the sequence numbers where the server's team rows were changed or deleted.
+fn verify_covers_the_team_space(pg: &Postgres, a: &Home, dev_a: &str, dev_b: &str, dev_c: &str) {
+    wait_until("A to have nothing pending", CONVERGE, || {
+        nmem_e2e::sync::status(a)["pending"] == 0
+    });
+    let personal = nmem_e2e::sync::status(a)["space"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // A's own team stream: both of its commits (the command is not a type the team carries).
+    wait_until("A's team stream to be on the server", CONVERGE, || {
+        pg.sql(&format!(
+            "SELECT COUNT(*) FROM events WHERE space = 'acme' AND device = '{dev_a}'"
+        )) == "2"
+    });
+    let v = ok_json(a, &["sync", "verify", "--json"]);
+    assert_eq!(v["ok"], true, "{v}");
+    let mine = streams_of(&v, &personal);
+    assert!(mine.contains_key(dev_a) && mine.contains_key(dev_b), "{v}");
+    assert!(!mine.contains_key(dev_c), "{v}");
+    let team = streams_of(&v, "acme");
+    assert_eq!(team[dev_a]["this_device"], true, "{v}");
+    assert_eq!(team[dev_a]["server_count"], 2, "{v}");
+    assert_eq!(team[dev_c]["server_count"], 1, "{v}");
+    assert_eq!(team[dev_c]["local_count"], 1, "{v}");
+    assert!(!team.contains_key(dev_b), "{v}");
+
+    // The server's team rows tampered with: C's event under another id, A's first one gone.
+    pg.sql(&format!(
+        "UPDATE events SET event_id = 'tampered' WHERE space = 'acme' AND device = '{dev_c}' \
+         AND seq = 1"
+    ));
+    pg.sql(&format!(
+        "DELETE FROM events WHERE space = 'acme' AND device = '{dev_a}' AND seq = 1"
+    ));
+    let out = nmem(a, &["sync", "verify", "--json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["ok"], false, "{v}");
+    let team = streams_of(&v, "acme");
+    assert_eq!(team[dev_c]["different"], serde_json::json!([1]), "{v}");
+    assert_eq!(team[dev_c]["ok"], false, "{v}");
+    assert_eq!(
+        team[dev_a]["missing_on_server"],
+        serde_json::json!([1]),
+        "{v}"
+    );
+    assert_ne!(team[dev_a]["server_hash"], team[dev_a]["local_hash"], "{v}");
+    // The personal space's streams are untouched and still agree.
+    assert!(
+        streams_of(&v, &personal).values().all(|s| s["ok"] == true),
+        "{v}"
+    );
+    // The text names the space of each stream.
+    let out = nmem(a, &["sync", "verify"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("space acme:"), "{text}");
+    assert!(text.contains("different events: seq 1"), "{text}");
+    assert!(text.contains("missing on the server: seq 1"), "{text}");
 }

@@ -29,6 +29,7 @@ const LATER_SQL: &[&str] = &[
     include_str!("../../../migrations/018_sync_team_streams.sql"),
     include_str!("../../../migrations/019_knowledge_sync.sql"),
     include_str!("../../../migrations/020_sync_backfill.sql"),
+    include_str!("../../../migrations/021_sync_received.sql"),
 ];
 
 /// The migrations before 006, for tests that build a database as older versions wrote it.
@@ -488,6 +489,60 @@ mod tests {
         assert_eq!(
             origin("prompts", "t:m1:0"),
             of("my-devices", "me", "laptop")
+        );
+    }
+
+    /// Rows received before migration 021 are listed for `sync verify` where their space is
+    /// known: a teammate's through its team space, a device of mine through the personal space
+    /// unless a team space was pulled from it too.
+    #[test]
+    fn rows_received_before_021_are_listed_where_their_space_is_known() {
+        let (_dir, db) = temp_db();
+        {
+            let c = migrated_up_to(&db, later_index("-- `nmem sync verify` for every space"));
+            c.execute_batch(
+                "INSERT INTO sync_spaces (space, kind, key_id, role, created_at) VALUES
+                   ('me', 'personal', 'k1', 'owner', 0), ('acme', 'team', 'k2', 'member', 0);
+                 INSERT INTO sync_sources (kind, space, device) VALUES
+                   ('my-devices', 'me', 'laptop'), ('my-devices', 'me', 'desk'),
+                   ('team', 'acme', 'mate');
+                 INSERT INTO sync_cursors (space, device, seq) VALUES
+                   ('me', 'laptop', 2), ('me', 'desk', 1), ('acme', 'desk', 1), ('acme', 'mate', 1);
+                 INSERT INTO sync_origin (event_id, device, seq) VALUES
+                   ('e-laptop', 'laptop', 2), ('e-mate', 'mate', 1), ('e-desk', 'desk', 1);",
+            )
+            .unwrap();
+        }
+        let c = open_writer(&db).unwrap();
+        type Received = (String, String, i64, Option<String>, Option<String>);
+        let rows: Vec<Received> = c
+            .prepare(
+                "SELECT s.space, s.device, r.seq, r.event_id, r.server_id
+                   FROM sync_received r JOIN sync_streams s ON s.id = r.stream
+                  ORDER BY s.space, s.device",
+            )
+            .unwrap()
+            .query_map([], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+            })
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        let row = |space: &str, device: &str, seq: i64, id: &str| {
+            (
+                space.to_string(),
+                device.to_string(),
+                seq,
+                Some(id.to_string()),
+                None,
+            )
+        };
+        assert_eq!(
+            rows,
+            [
+                row("acme", "mate", 1, "e-mate"),
+                row("me", "laptop", 2, "e-laptop")
+            ]
         );
     }
 

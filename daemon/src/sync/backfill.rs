@@ -18,11 +18,19 @@
 //! `present`) what the space holds already under another device id: this home before it left
 //! and joined again, or the same event recorded in another home.
 //!
+//! Knowledge items and pins made before are logged once a job's rows are done ([`extras`]), so
+//! that the events a pin names are in the stream before it: each knowledge item of the job's
+//! scope as it is now (its status and pin included; an item written before migration 019 gets
+//! its uid then; a saved memory's note follows its memory's row), and a pin of each pinned row
+//! whose event the stream holds. A team's job carries the shared project's items (a team takes
+//! knowledge items by default). What is sent twice (a second job after `leave` and `join`) is
+//! applied once: an item is named by its uid, a pin sets a flag.
+//!
 //! A personal-stream entry keeps its row's id (`sync_log.row_id`) as the writer's do, so that
 //! `nmem rebuild` restores the row under its own id. Reasoning is stored as its own prompt row
 //! (its own event id), so a backfilled entry has no thought ids: each thought is its own entry.
 
-use super::envelope::Envelope;
+use super::envelope::{Edit, Envelope, KnowledgeEvent};
 use super::log::{self, Stream};
 use super::space::ServerIds;
 use crate::app::App;
@@ -59,13 +67,19 @@ pub fn plan(conn: &Connection, space: &str, project: &str) -> rusqlite::Result<(
         params![obs_upto, prompts_upto, project],
         |r| r.get(0),
     )?;
+    // Nothing to look at: done at once, unless there are knowledge items to send ([`extras`]).
+    let items: bool = conn.query_row(
+        "SELECT EXISTS (SELECT 1 FROM knowledge WHERE obs_id IS NULL AND (?1 = '' OR project = ?1))",
+        [project],
+        |r| r.get(0),
+    )?;
     let now = nmem_proto::now_ms();
     conn.execute(
         "INSERT OR REPLACE INTO sync_backfill
            (space, project, obs_upto, prompts_upto, at_time, at_kind, at_id, total, done,
             started_at, finished_at)
-         VALUES (?1, ?2, ?3, ?4, NULL, 0, 0, ?5, 0, ?6, CASE WHEN ?5 = 0 THEN ?6 END)",
-        params![space, project, obs_upto, prompts_upto, total, now],
+         VALUES (?1, ?2, ?3, ?4, NULL, 0, 0, ?5, 0, ?6, CASE WHEN ?5 = 0 AND NOT ?7 THEN ?6 END)",
+        params![space, project, obs_upto, prompts_upto, total, now, items],
     )?;
     Ok(())
 }
@@ -593,6 +607,9 @@ pub fn commit(
         }
         n += 1;
     }
+    if batch.finished {
+        n += extras(&tx, batch)?;
+    }
     let now = nmem_proto::now_ms();
     tx.execute(
         "UPDATE sync_backfill SET at_time = ?3, at_kind = ?4, at_id = ?5,
@@ -611,6 +628,75 @@ pub fn commit(
         ],
     )?;
     tx.commit()?;
+    Ok(n)
+}
+
+/// The end of a job: log the knowledge items and pins of its scope (see the module's notes).
+/// Returns how many were logged.
+fn extras(conn: &Connection, batch: &Batch) -> rusqlite::Result<usize> {
+    let stream = if batch.personal {
+        Stream::Personal
+    } else {
+        Stream::Team(batch.space.clone())
+    };
+    let in_scope = |project: &str| {
+        if batch.personal {
+            log::carries_personal(project)
+        } else {
+            project == batch.project
+        }
+    };
+    let mut n = 0;
+    let items: Vec<(i64, String, bool)> = conn
+        .prepare(
+            "SELECT id, project, uid IS NULL FROM knowledge
+              WHERE obs_id IS NULL AND (?1 = '' OR project = ?1) ORDER BY id",
+        )?
+        .query_map([&batch.project], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+        .collect::<Result<_, _>>()?;
+    for (id, project, no_uid) in items {
+        if !in_scope(&project) {
+            continue;
+        }
+        if no_uid {
+            conn.execute(
+                "UPDATE knowledge SET uid = ?2 WHERE id = ?1 AND uid IS NULL",
+                params![id, log::random_id("k")?],
+            )?;
+        }
+        let Some((project, item)) = crate::knowledge::item_of(conn, id)? else {
+            continue;
+        };
+        let eid = log::random_id("knowledge")?;
+        let env = Envelope::knowledge(eid.clone(), &project, KnowledgeEvent::Item(Box::new(item)));
+        log::append_to(conn, &stream, &eid, &env.to_bytes())?;
+        n += 1;
+    }
+    let pins: Vec<(String, String)> = conn
+        .prepare(
+            "SELECT project, event_id FROM observations
+              WHERE is_pinned = 1 AND event_id IS NOT NULL AND (?1 = '' OR project = ?1)
+              ORDER BY id",
+        )?
+        .query_map([&batch.project], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<Result<_, _>>()?;
+    for (project, target) in pins {
+        if !in_scope(&project) || !logged(conn, batch.personal, &batch.space, &target)? {
+            continue;
+        }
+        let eid = log::random_id("edit")?;
+        let edit = Edit::Pin {
+            target,
+            pinned: true,
+        };
+        log::append_to(
+            conn,
+            &stream,
+            &eid,
+            &Envelope::edit(eid.clone(), &project, edit).to_bytes(),
+        )?;
+        n += 1;
+    }
     Ok(n)
 }
 
@@ -933,5 +1019,55 @@ mod tests {
         // The routes are the process's: leave them routing nothing to a team.
         c.execute("DELETE FROM sync_shares", []).unwrap();
         log::load_routes(&c).unwrap();
+    }
+
+    #[test]
+    fn a_job_with_only_knowledge_items_sends_them_and_gives_an_old_item_its_uid() {
+        let (_d, mut c) = open();
+        // One item with a uid, one written before migration 019 (none); no rows at all.
+        c.execute_batch(
+            "INSERT INTO knowledge (class, kind, project, scope, title, summary, reason,
+                                    memory_source, status, is_pinned, created_at, updated_at, uid)
+             VALUES ('knowledge', 'decision', 'p', 'project', 'keyset pages', '', 'measured',
+                     'user_declared', 'active', 1, 1, 1, 'k-1'),
+                    ('knowledge', 'decision', 'p', 'project', 'ledger rows', '', 'audited',
+                     'user_declared', 'active', 0, 2, 2, NULL);",
+        )
+        .unwrap();
+        plan(&c, "space", "").unwrap();
+        assert_eq!(progress(&c).unwrap().map(|b| b.running), Some(true));
+        let b = next(&c, 10).unwrap().expect("the job runs for its items");
+        assert!(b.finished && b.events.is_empty());
+        assert_eq!(commit(&mut c, &b, &HashSet::new()).unwrap(), 2);
+        assert!(next(&c, 10).unwrap().is_none());
+        let logged: Vec<Envelope> = c
+            .prepare("SELECT envelope FROM sync_log ORDER BY seq")
+            .unwrap()
+            .query_map([], |r| r.get::<_, Vec<u8>>(0))
+            .unwrap()
+            .map(|e| Envelope::from_bytes(&e.unwrap()).unwrap())
+            .collect();
+        let items: Vec<(String, String, bool)> = logged
+            .iter()
+            .map(|e| match &e.knowledge {
+                Some(KnowledgeEvent::Item(it)) => (it.uid.clone(), it.title.clone(), it.is_pinned),
+                other => panic!("not an item: {other:?}"),
+            })
+            .collect();
+        let uid: String = c
+            .query_row(
+                "SELECT uid FROM knowledge WHERE title = 'ledger rows'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert!(uid.starts_with("k-"), "{uid}");
+        assert_eq!(
+            items,
+            [
+                ("k-1".to_string(), "keyset pages".to_string(), true),
+                (uid, "ledger rows".to_string(), false)
+            ]
+        );
     }
 }

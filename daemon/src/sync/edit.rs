@@ -12,11 +12,18 @@
 //!   no envelope of its own (a thought's row) is forgotten by a tombstone instead.
 //!
 //! A team space's edit applies only to events that came from the device that sent it.
+//!
+//! Knowledge items (docs/sync.md, "Knowledge items") are rewritten the same way: `redact
+//! --apply` changing an item's text sends the whole item again ([`items_rewritten`]); a
+//! receiver holding the item takes the new text ([`apply_knowledge`]). Either side empties the
+//! events that carried the old text from its logs ([`retire_items`]): their owner nulls their
+//! ciphertext on the server, as for a forget.
 
-use super::envelope::{Edit, Envelope};
+use super::envelope::{Edit, Envelope, KnowledgeEvent, KnowledgeItem};
 use super::log::{self, Stream};
 use crate::ingest::{Prepared, Record};
 use rusqlite::{params, Connection, OptionalExtension};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::Ordering;
 
 /// Log `edit` of the event `event_id` of `project`: to the personal stream unless the project
@@ -151,13 +158,8 @@ pub fn apply(
     seq: i64,
     team: bool,
 ) -> rusqlite::Result<()> {
-    let allowed = |id: &str| -> rusqlite::Result<bool> {
-        if !team {
-            return Ok(true);
-        }
-        conn.prepare_cached("SELECT 1 FROM sync_origin WHERE event_id = ?1 AND device = ?2")?
-            .exists(params![id, device])
-    };
+    let allowed =
+        |id: &str| -> rusqlite::Result<bool> { Ok(!team || came_from(conn, id, device)?) };
     match edit {
         Edit::Pin { target, pinned } => {
             if allowed(target)? {
@@ -223,4 +225,167 @@ fn rewrite_rows(conn: &Connection, ev: &Prepared) -> rusqlite::Result<bool> {
         thoughts.execute(params![t.uid, t.content])?;
     }
     Ok(n > 0)
+}
+
+/// Whether the event (or knowledge item, by its uid) `id` came here from `device`.
+pub(super) fn came_from(conn: &Connection, id: &str, device: &str) -> rusqlite::Result<bool> {
+    conn.prepare_cached("SELECT 1 FROM sync_origin WHERE event_id = ?1 AND device = ?2")?
+        .exists(params![id, device])
+}
+
+/// The knowledge events in this home's logs (its own streams, and what it received) that carry
+/// one of the items `uids` as written (made, or written again by a rewrite): (event id, uid).
+/// Knowledge events are named `knowledge-…`: a range of each table's event id index.
+fn item_events(conn: &Connection, uids: &[&str]) -> rusqlite::Result<Vec<(String, String)>> {
+    let mut out = Vec::new();
+    let mut seen = HashSet::new();
+    for table in ["sync_log", "sync_space_log", "sync_inbound"] {
+        let mut st = conn.prepare_cached(&format!(
+            "SELECT event_id, envelope FROM {table}
+              WHERE event_id >= 'knowledge-' AND event_id < 'knowledge.' AND length(envelope) > 0"
+        ))?;
+        let rows = st.query_map([], |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, Vec<u8>>(1)?))
+        })?;
+        for row in rows {
+            let (id, env) = row?;
+            let Ok(env) = Envelope::from_bytes(&env) else {
+                continue;
+            };
+            if let Some(KnowledgeEvent::Item(it)) = &env.knowledge {
+                if uids.contains(&it.uid.as_str()) && seen.insert(id.clone()) {
+                    out.push((id, it.uid.clone()));
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The items `uids` were written again, or forgotten, here: the earlier events carrying them are
+/// emptied from this device's logs (an owner nulls their ciphertext on the server) and dropped
+/// from what it received. Returns this device's team streams that carried any of them, each
+/// with those items as (project, uid).
+pub(super) fn retire_items(
+    conn: &Connection,
+    uids: &[&str],
+) -> rusqlite::Result<BTreeMap<Stream, Vec<(String, String)>>> {
+    let events = item_events(conn, uids)?;
+    let ids: Vec<&str> = events.iter().map(|e| e.0.as_str()).collect();
+    let uid_of: HashMap<&str, &str> = events
+        .iter()
+        .map(|(e, u)| (e.as_str(), u.as_str()))
+        .collect();
+    let mut teams: BTreeMap<Stream, Vec<(String, String)>> = BTreeMap::new();
+    for (stream, evs) in super::tombstone::shared(conn, &ids)? {
+        let list = teams.entry(stream).or_default();
+        for (project, id) in evs {
+            let uid = uid_of[id.as_str()].to_string();
+            if !list.iter().any(|(_, u)| *u == uid) {
+                list.push((project, uid));
+            }
+        }
+    }
+    super::tombstone::forget_in_log(conn, &ids)?;
+    let mut del = conn.prepare_cached("DELETE FROM sync_inbound WHERE event_id = ?1")?;
+    for id in &ids {
+        del.execute([id])?;
+    }
+    Ok(teams)
+}
+
+/// `redact --apply` rewrote the text of the knowledge items `ids` here, in the caller's
+/// transaction: the events that carried their old text are emptied here (one pass over the
+/// knowledge events for all of them), and each synced item is logged again as it is now (for
+/// the spaces its project goes to).
+pub fn items_rewritten(conn: &Connection, ids: &[i64]) -> rusqlite::Result<()> {
+    let mut synced = Vec::new();
+    for id in ids {
+        if let Some((_, item)) = crate::knowledge::item_of(conn, *id)? {
+            synced.push((*id, item.uid));
+        }
+    }
+    if synced.is_empty() {
+        return Ok(());
+    }
+    let uids: Vec<&str> = synced.iter().map(|(_, u)| u.as_str()).collect();
+    retire_items(conn, &uids)?;
+    for (id, _) in &synced {
+        crate::knowledge::log_item(conn, *id)?;
+    }
+    Ok(())
+}
+
+fn same_text(a: &KnowledgeItem, b: &KnowledgeItem) -> bool {
+    (
+        &a.title, &a.summary, &a.reason, &a.subject, &a.value, &a.payload,
+    ) == (
+        &b.title, &b.summary, &b.reason, &b.subject, &b.value, &b.payload,
+    )
+}
+
+/// Whether applying `events` would rewrite the text of an item held here (the pull scrubs such
+/// a batch, as one that forgets).
+pub fn rewrites_items(conn: &Connection, events: &[(i64, log::Inbound)]) -> rusqlite::Result<bool> {
+    for (_, e) in events {
+        let log::Inbound::Knowledge(env) = e else {
+            continue;
+        };
+        let Some(KnowledgeEvent::Item(it)) = &env.knowledge else {
+            continue;
+        };
+        if let Some(id) = crate::knowledge::resolve(conn, &it.uid)? {
+            if crate::knowledge::item_of(conn, id)?.is_some_and(|(_, have)| !same_text(&have, it)) {
+                return Ok(true);
+            }
+        }
+    }
+    Ok(false)
+}
+
+/// A knowledge event received from `device` (at `seq`), in the pull's transaction. An item not
+/// held here is stored, and noted as coming from `device` (`sync_origin`, by its uid: a team's
+/// tombstone of it is honoured only from there). An item held here received with other text is
+/// a rewrite (`redact --apply` where it was sent): its text changes, the events of its old text
+/// are emptied here ([`retire_items`]) and it is passed on to this device's team streams that
+/// carried it. A team space's rewrite applies only to an item that came from `device`.
+pub fn apply_knowledge(
+    conn: &Connection,
+    env: &Envelope,
+    device: &str,
+    seq: i64,
+    team: bool,
+) -> rusqlite::Result<()> {
+    let k = env.knowledge.as_ref().expect("a knowledge event");
+    let project = &env.project.name;
+    let now = nmem_proto::now_ms();
+    let KnowledgeEvent::Item(it) = k else {
+        crate::knowledge::apply_event(conn, project, k, now)?;
+        return Ok(());
+    };
+    let Some(id) = crate::knowledge::resolve(conn, &it.uid)? else {
+        if crate::knowledge::apply_event(conn, project, k, now)? {
+            conn.prepare_cached(
+                "INSERT OR IGNORE INTO sync_origin (event_id, device, seq) VALUES (?1, ?2, ?3)",
+            )?
+            .execute(params![it.uid, device, seq])?;
+        }
+        return Ok(());
+    };
+    if team && !came_from(conn, &it.uid, device)? {
+        return Ok(());
+    }
+    if !crate::knowledge::rewrite_text(conn, id, it, now)? {
+        return Ok(());
+    }
+    let teams = retire_items(conn, &[it.uid.as_str()])?;
+    if !log::ENABLED.load(Ordering::Relaxed) {
+        return Ok(());
+    }
+    for stream in teams.into_keys() {
+        let id = log::random_id("knowledge")?;
+        let bytes = Envelope::knowledge(id.clone(), project, k.clone()).to_bytes();
+        log::append_to(conn, &stream, &id, &bytes)?;
+    }
+    Ok(())
 }

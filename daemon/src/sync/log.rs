@@ -361,6 +361,7 @@ pub fn start(
     // Team streams restart under the new device id too; team memberships and keys stay.
     tx.execute_batch(
         "DELETE FROM sync_log; DELETE FROM sync_cursors; DELETE FROM sync_space_log;
+         DELETE FROM sync_received; DELETE FROM sync_streams;
          DELETE FROM sync_keys WHERE space IN (SELECT space FROM sync_spaces WHERE kind = 'personal');
          DELETE FROM sync_spaces WHERE kind = 'personal';",
     )?;
@@ -413,6 +414,9 @@ pub fn leave(conn: &mut Connection) -> rusqlite::Result<()> {
          INSERT OR IGNORE INTO temp.leaving
            SELECT space FROM sync_spaces WHERE kind = 'personal' UNION SELECT space FROM sync_state;
          DELETE FROM sync_cursors WHERE space IN (SELECT space FROM temp.leaving);
+         DELETE FROM sync_received WHERE stream IN
+           (SELECT id FROM sync_streams WHERE space IN (SELECT space FROM temp.leaving));
+         DELETE FROM sync_streams WHERE space IN (SELECT space FROM temp.leaving);
          DELETE FROM sync_keys WHERE space IN (SELECT space FROM temp.leaving);
          DELETE FROM sync_backfill WHERE space IN (SELECT space FROM temp.leaving);
          DELETE FROM sync_spaces WHERE space IN (SELECT space FROM temp.leaving);
@@ -489,20 +493,37 @@ pub enum Inbound {
     Edit(Box<Envelope>, Option<Prepared>),
 }
 
-/// Store events pulled from `device` (in sequence order) and move its cursor to `through`, in
-/// one transaction: a crash before the commit leaves both as they were, and the next pull
-/// fetches the same events again (stored once: event ids are unique). Each applied envelope is
-/// kept in `sync_inbound` (for `nmem rebuild`); an event a tombstone forgot is not stored again.
-/// A tombstone of a team space (`team`) forgets only events that came from its own device: a
-/// teammate cannot make this home forget what it recorded or got from anyone else.
-pub fn apply_inbound(
-    conn: &mut Connection,
-    space: &str,
-    device: &str,
-    team: bool,
-    events: &[(i64, Inbound)],
-    through: i64,
-) -> rusqlite::Result<usize> {
+/// A batch pulled from one device of one space, as [`apply_inbound`] stores it.
+pub struct Pulled<'a> {
+    pub space: &'a str,
+    pub device: &'a str,
+    /// `space` is a team space.
+    pub team: bool,
+    /// The events to apply, by sequence number.
+    pub events: &'a [(i64, Inbound)],
+    /// Every row of the batch that had ciphertext: (seq, local event id, server event id),
+    /// stored or not (`sync_received`, for `nmem sync verify`).
+    pub received: &'a [(i64, String, String)],
+    /// The cursor after the batch.
+    pub through: i64,
+}
+
+/// Store events pulled from a device (in sequence order) and move its cursor, in one
+/// transaction: a crash before the commit leaves both as they were, and the next pull fetches
+/// the same events again (stored once: event ids are unique). Each applied envelope is kept in
+/// `sync_inbound` (for `nmem rebuild`) and each row received in `sync_received` (for `nmem
+/// sync verify`); an event a tombstone forgot is not stored again. A tombstone of a team space
+/// forgets only events that came from its own device: a teammate cannot make this home forget
+/// what it recorded or got from anyone else.
+pub fn apply_inbound(conn: &mut Connection, batch: &Pulled) -> rusqlite::Result<usize> {
+    let Pulled {
+        space,
+        device,
+        team,
+        events,
+        received,
+        through,
+    } = *batch;
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let mut stored = 0;
     let origin = source(&tx, space, device)?;
@@ -538,8 +559,7 @@ pub fn apply_inbound(
                 (env.event_id.as_str(), keep.then(|| env.to_bytes()))
             }
             Inbound::Knowledge(env) => {
-                let k = env.knowledge.as_ref().expect("a knowledge event");
-                crate::knowledge::apply_event(&tx, &env.project.name, k, nmem_proto::now_ms())?;
+                super::edit::apply_knowledge(&tx, env, device, *seq, team)?;
                 (env.event_id.as_str(), Some(env.to_bytes()))
             }
         };
@@ -560,6 +580,27 @@ pub fn apply_inbound(
                 place.ids.record,
                 place.ids.thoughts_json()
             ])?;
+        }
+    }
+    if !received.is_empty() {
+        tx.prepare_cached("INSERT OR IGNORE INTO sync_streams (space, device) VALUES (?1, ?2)")?
+            .execute(params![space, device])?;
+        let stream: i64 = tx
+            .prepare_cached("SELECT id FROM sync_streams WHERE space = ?1 AND device = ?2")?
+            .query_row(params![space, device], |r| r.get(0))?;
+        // A team space's server id as pulled; a personal space's local id (the key derives the
+        // server's from it).
+        let mut st = tx.prepare_cached(
+            "INSERT OR REPLACE INTO sync_received (stream, seq, event_id, server_id)
+             VALUES (?1, ?2, ?3, ?4)",
+        )?;
+        for (seq, id, server_id) in received {
+            let (id, server_id) = if team {
+                (None, Some(server_id))
+            } else {
+                (Some(id), None)
+            };
+            st.execute(params![stream, seq, id, server_id])?;
         }
     }
     tx.execute(

@@ -438,7 +438,8 @@ pub async fn quarantine(
     Ok(out)
 }
 
-/// `nmem sync verify`: the server's streams against this home's.
+/// `nmem sync verify`: the server's streams against this home's, in every space this device
+/// is in (the personal space, then each team space).
 pub async fn verify(app: &App) -> Result<Verified, WriteError> {
     let Some(st) = state(app).await? else {
         return Err(invalid(
@@ -452,13 +453,35 @@ pub async fn verify(app: &App) -> Result<Verified, WriteError> {
     // Between rounds: a round half done would show as a difference.
     let _round = app.sync.round.lock().await;
     let client = connect(app, &url).await.map_err(invalid)?;
-    let server = remote::all_ids(&client, &st.space).await.map_err(invalid)?;
-    let st2 = st.clone();
-    let local = app
+    let teams = app
         .writer
-        .exec(move |c| Ok(verify::local(c, &st2)?))
+        .exec(|c| {
+            let teams = team::teams(c)?;
+            let me = match teams.is_empty() {
+                true => None,
+                false => Some(team::identity(c)?),
+            };
+            Ok((teams, me))
+        })
         .await?;
-    Ok(verify::compare(&st, &server, local))
+    let mut spaces = vec![space::Space::personal(&st)];
+    if let (teams, Some(me)) = teams {
+        spaces.extend(teams.into_iter().map(|t| space::Space::team(t, &me)));
+    }
+    let mut streams = Vec::new();
+    for sp in spaces {
+        let server = remote::all_ids(&client, &sp.id).await.map_err(invalid)?;
+        let st2 = st.clone();
+        let (sp, local) = app
+            .writer
+            .exec(move |c| {
+                let local = verify::local(c, &st2, &sp)?;
+                Ok((sp, local))
+            })
+            .await?;
+        streams.extend(verify::compare(&st.device, &sp.id, &server, local));
+    }
+    Ok(verify::verified(streams))
 }
 
 /// `nmem rebuild`: the projections regenerated from the event log, on the writer.

@@ -75,11 +75,11 @@ impl Space {
         }
     }
 
-    fn is_personal(&self) -> bool {
+    pub(super) fn is_personal(&self) -> bool {
         self.stream == Stream::Personal
     }
 
-    fn server_id(&self, local_id: &str) -> String {
+    pub(super) fn server_id(&self, local_id: &str) -> String {
         self.ids.of(&self.id, local_id)
     }
 }
@@ -245,6 +245,8 @@ pub async fn pull(
                 break;
             };
             let mut events = Vec::with_capacity(rows.len());
+            // Each row with ciphertext as the server gave it (`sync verify`), stored or not.
+            let mut received = Vec::with_capacity(rows.len());
             let mut stop = None;
             for r in rows {
                 let stopped = |e: String| {
@@ -281,6 +283,7 @@ pub async fn pull(
                     .open(&place, &sealed)
                     .map_err(|e| stopped(e.to_string()))?;
                 let mut env = envelope::Envelope::from_bytes(&plain).map_err(stopped)?;
+                received.push((r.seq, env.event_id.clone(), r.event_id.clone()));
                 if env.tombstone.is_some() {
                     events.push((r.seq, log::Inbound::Tombstone(env)));
                     continue;
@@ -321,9 +324,17 @@ pub async fn pull(
                 app.writer
                     .exec(move |c| {
                         let apply = |c: &mut rusqlite::Connection| {
-                            log::apply_inbound(c, &space, &dev, team, &events, through)
+                            let batch = log::Pulled {
+                                space: &space,
+                                device: &dev,
+                                team,
+                                events: &events,
+                                received: &received,
+                                through,
+                            };
+                            log::apply_inbound(c, &batch)
                         };
-                        if forgets {
+                        if forgets || super::edit::rewrites_items(c, &events)? {
                             let how = crate::maintain::Scrub::Routine;
                             Ok(crate::maintain::scrubbed(c, how, apply)?.0)
                         } else {

@@ -724,6 +724,9 @@ fn leave_here(
         for sql in [
             "DELETE FROM sync_space_log WHERE space = ?1",
             "DELETE FROM sync_cursors WHERE space = ?1",
+            "DELETE FROM sync_received
+              WHERE stream IN (SELECT id FROM sync_streams WHERE space = ?1)",
+            "DELETE FROM sync_streams WHERE space = ?1",
             "DELETE FROM sync_shares WHERE space = ?1",
             "DELETE FROM sync_keys WHERE space = ?1",
             "DELETE FROM sync_spaces WHERE space = ?1 AND kind = 'team'",

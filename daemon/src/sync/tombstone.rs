@@ -56,6 +56,44 @@ pub fn ids_of_rows(
     Ok(out)
 }
 
+/// The uids of `project`'s synced knowledge items (before a purge deletes them).
+pub fn item_uids(conn: &Connection, project: &str) -> rusqlite::Result<Vec<String>> {
+    conn.prepare_cached("SELECT uid FROM knowledge WHERE project = ?1 AND uid IS NOT NULL")?
+        .query_map([project], |r| r.get(0))?
+        .collect()
+}
+
+/// This device purged the knowledge items `uids` of `project`, in the caller's transaction: the
+/// events that carried them are emptied from its logs (always; an owner nulls them on the
+/// server), and while sync is enabled the uids are remembered (a late copy is not stored again)
+/// and a tombstone naming them goes to the personal stream and to each team stream that carried
+/// any of them. A receiver deletes the items ([`forget_here`]).
+pub fn forget_items(
+    conn: &Connection,
+    project: &str,
+    uids: &[String],
+    reason: &str,
+) -> rusqlite::Result<()> {
+    if uids.is_empty() {
+        return Ok(());
+    }
+    let refs: Vec<&str> = uids.iter().map(String::as_str).collect();
+    let teams = super::edit::retire_items(conn, &refs)?;
+    if !super::log::ENABLED.load(std::sync::atomic::Ordering::Relaxed) {
+        return Ok(());
+    }
+    remember(conn, &refs)?;
+    let events: Vec<(String, String)> = uids
+        .iter()
+        .map(|u| (project.to_string(), u.clone()))
+        .collect();
+    append(conn, &Stream::Personal, &events, reason)?;
+    for (stream, events) in teams {
+        append(conn, &stream, &events, reason)?;
+    }
+    Ok(())
+}
+
 /// This device forgot `events` (project, local event id) for `reason`: empty their envelopes in
 /// the logs (always: a disabled sync keeps its logs), and while sync is enabled remember them and
 /// append tombstones, one per stream, project and [`PER_TOMBSTONE`] ids: to the personal stream,
@@ -207,11 +245,9 @@ pub fn forget_here(
 ) -> rusqlite::Result<u64> {
     let mut refs: Vec<&str> = ids.iter().map(String::as_str).collect();
     if let Some(device) = from {
-        let mut st =
-            conn.prepare_cached("SELECT 1 FROM sync_origin WHERE event_id = ?1 AND device = ?2")?;
         let mut keep = Vec::with_capacity(refs.len());
         for id in refs {
-            if st.exists(params![id, device])? {
+            if super::edit::came_from(conn, id, device)? {
                 keep.push(id);
             }
         }
@@ -251,25 +287,42 @@ pub fn forget_here(
             [s],
         )?;
     }
-    let teams = shared(conn, &refs)?;
+    // Knowledge items (their project purged elsewhere), named by uid: the events that carried
+    // them are emptied here too, and the tombstone passed on to the teams that got them.
+    let mut items = Vec::new();
+    {
+        let mut del = conn.prepare_cached("DELETE FROM knowledge WHERE uid = ?1")?;
+        for id in &refs {
+            if del.execute([id])? > 0 {
+                items.push(*id);
+            }
+        }
+    }
+    let mut teams = shared(conn, &refs)?;
+    if !items.is_empty() {
+        for (stream, events) in super::edit::retire_items(conn, &items)? {
+            teams.entry(stream).or_default().extend(events);
+        }
+    }
     forget_in_log(conn, &refs)?;
     remember(conn, &refs)?;
     for (stream, events) in teams {
         append(conn, &stream, &events, reason)?;
     }
-    if counts.0 + counts.1 > 0 {
+    if counts.0 + counts.1 > 0 || !items.is_empty() {
         conn.execute(
             "INSERT INTO audit (timestamp, action, detail, observations, prompts)
              VALUES (?1, 'sync_forget', ?2, ?3, ?4)",
             params![
                 nmem_proto::now_ms(),
-                serde_json::json!({ "reason": reason, "events": refs.len() }).to_string(),
+                serde_json::json!({ "reason": reason, "events": refs.len(), "knowledge": items.len() })
+                    .to_string(),
                 counts.0 as i64,
                 counts.1 as i64
             ],
         )?;
     }
-    Ok(counts.0 + counts.1)
+    Ok(counts.0 + counts.1 + items.len() as u64)
 }
 
 /// This device's forgotten events of `stream` the server still holds (sequence number at most

@@ -580,11 +580,11 @@ enum SyncCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Compare every device's stream on the server with what this home holds: heads, counts
-    /// and a hash of the event ids, and the sequence numbers that differ. Exits 1 when they
-    /// differ.
+    /// Compare every device's stream on the server with what this home holds, in every space
+    /// this device is in (the personal space and each team space): heads, counts and a hash of
+    /// the event ids, and the sequence numbers that differ. Exits 1 when they differ.
     Verify {
-        /// `ok`, `streams` [{`device`, `server_head`, `local_head`, `server_hash`,
+        /// `ok`, `streams` [{`space`, `device`, `server_head`, `local_head`, `server_hash`,
         /// `local_hash`, `missing_on_server`, `missing_here`, `different`, `ok`}] as JSON.
         #[arg(long)]
         json: bool,
