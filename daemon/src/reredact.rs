@@ -125,6 +125,30 @@ fn run(c: &mut Connection, r: &Redactor, apply: bool) -> rusqlite::Result<Redact
                 }
             }
         }
+        // The reasons in items' audit trails (why one was archived, superseded, contested…).
+        let mut read = tx.prepare(
+            "SELECT id, knowledge_id, reason FROM knowledge_audit WHERE reason IS NOT NULL",
+        )?;
+        let mut write = tx.prepare("UPDATE knowledge_audit SET reason = ?2 WHERE id = ?1")?;
+        let rows: Vec<(i64, i64, String)> = read
+            .query_map([], |x| Ok((x.get(0)?, x.get(1)?, x.get(2)?)))?
+            .collect::<Result<_, _>>()?;
+        for (id, item, mut reason) in rows {
+            let n = r.redact(&mut reason);
+            if n > 0 {
+                out.secrets += n as u64;
+                let name = format!("k{item}");
+                if !out.ids.contains(&name) {
+                    out.knowledge += 1;
+                    if out.ids.len() < 1000 {
+                        out.ids.push(name);
+                    }
+                }
+                if apply {
+                    write.execute(rusqlite::params![id, reason])?;
+                }
+            }
+        }
         if apply {
             let mut events =
                 crate::sync::tombstone::ids_of_rows(&tx, "observations", &rewritten.0)?;

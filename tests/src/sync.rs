@@ -216,3 +216,47 @@ impl Space {
         }
     }
 }
+
+/// `nmem knowledge add` on `home`: a decision of `project` titled `title`, for `reason`; its id.
+pub fn add_item(home: &Home, project: &str, title: &str, reason: &str) -> i64 {
+    ok_json(
+        home,
+        &[
+            "knowledge",
+            "add",
+            "--kind",
+            "decision",
+            "--title",
+            title,
+            "--reason",
+            reason,
+            "--project",
+            project,
+            "--json",
+        ],
+    )["item"]["id"]
+        .as_i64()
+        .unwrap()
+}
+
+/// Whether `home` holds the observation of `event_id`, pinned.
+pub fn pinned(home: &Home, event_id: &str) -> bool {
+    home.count(&format!(
+        "SELECT COALESCE(MAX(is_pinned), 0) FROM observations WHERE event_id = '{event_id}'"
+    )) == 1
+}
+
+/// `nmemctl ARGS` on `home`, which must succeed.
+pub fn ctl_ok(home: &Home, args: &[&str]) {
+    let out = home
+        .cmd("nmemctl")
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "nmemctl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -382,6 +382,34 @@ fn redaction_is_reapplied_to_what_is_stored_after_adding_a_pattern() {
         )
         .status
         .success());
+    // A knowledge item archived for a reason that names the ticket: its audit trail holds it.
+    let add = home
+        .cmd("nmem")
+        .args([
+            "knowledge",
+            "add",
+            "--kind",
+            "decision",
+            "--title",
+            "Deploy api before web",
+        ])
+        .args(["--reason", "measured", "--project", "acme-api", "--json"])
+        .output()
+        .unwrap();
+    let item: serde_json::Value = serde_json::from_slice(&add.stdout).unwrap();
+    let id = item["item"]["id"].as_i64().expect("an item id").to_string();
+    let archive = home
+        .cmd("nmem")
+        .args([
+            "knowledge",
+            "archive",
+            &id,
+            "--reason",
+            "done under ACMEPRIV-424242",
+        ])
+        .output()
+        .unwrap();
+    assert!(archive.status.success(), "{archive:?}");
     d.stop();
     std::fs::write(
         &home.paths.config,
@@ -407,6 +435,13 @@ fn redaction_is_reapplied_to_what_is_stored_after_adding_a_pattern() {
     let done: serde_json::Value =
         serde_json::from_slice(&ctl(&home, &["redact", "--apply", "--json"]).stdout).unwrap();
     assert_eq!(done["observations"], 1);
+    assert_eq!(done["knowledge"], 1, "the archived item's reason: {done}");
+    assert_eq!(
+        home.count(
+            "SELECT COUNT(*) FROM knowledge_audit WHERE reason LIKE '%[REDACTED:acme_ticket]%'"
+        ),
+        1
+    );
     assert_eq!(home.count("SELECT COUNT(*) FROM observations WHERE content LIKE '%[REDACTED:acme_ticket]%' AND redacted = 1"), 1);
     let search = home
         .cmd("nmem")

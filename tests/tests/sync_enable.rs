@@ -8,10 +8,9 @@
 //! NMEM_REQUIRE_ALL=1.
 
 use crate::sync_team::{command, commit, failure, has_event, server_count};
-use nmem_e2e::sync::send;
 use nmem_e2e::sync::{
-    device, enable, event_ids, fails, identity, joined, nmem, observations, ok_json, record,
-    server_stream, status, CONVERGE,
+    add_item, ctl_ok, device, enable, event_ids, fails, identity, joined, nmem, observations,
+    ok_json, pinned, record, send, server_stream, status, CONVERGE,
 };
 use nmem_e2e::{wait_until, Home, Postgres};
 use serde_json::json;
@@ -97,49 +96,6 @@ fn history_recorded_before_enable_reaches_the_other_device_once() {
     assert_eq!(event_ids(&a), event_ids(&b));
 }
 
-/// `nmemctl ARGS` on `home`, which must succeed.
-fn ctl_ok(home: &Home, args: &[&str]) {
-    let out = home
-        .cmd("nmemctl")
-        .args(args)
-        .stdin(std::process::Stdio::null())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "nmemctl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// `nmem knowledge add` on `home`: a decision of `project` titled `title`; its id.
-fn add_item(home: &Home, project: &str, title: &str) -> i64 {
-    ok_json(
-        home,
-        &[
-            "knowledge",
-            "add",
-            "--kind",
-            "decision",
-            "--title",
-            title,
-            "--reason",
-            "measured",
-            "--project",
-            project,
-            "--json",
-        ],
-    )["item"]["id"]
-        .as_i64()
-        .unwrap()
-}
-
-fn pinned(home: &Home, event_id: &str) -> bool {
-    home.count(&format!(
-        "SELECT COUNT(*) FROM observations WHERE event_id = '{event_id}' AND is_pinned = 1"
-    )) == 1
-}
-
 /// Knowledge items and pins made before `nmem sync enable` reach the other device with the
 /// history: an item (pinned), one written before items had uids (migration 019: it gets one),
 /// and a pinned observation.
@@ -149,9 +105,9 @@ fn knowledge_items_and_pins_made_before_enable_reach_the_other_device() {
     let a = Home::new("sbia");
     let da = a.start();
     record(&a, "a", 0..5, "");
-    let id = add_item(&a, "kproj", "Invoices page by keyset cursor");
+    let id = add_item(&a, "kproj", "Invoices page by keyset cursor", "measured");
     ok_json(&a, &["knowledge", "pin", &id.to_string(), "--json"]);
-    add_item(&a, "kproj", "Ledger rows are never updated");
+    add_item(&a, "kproj", "Ledger rows are never updated", "measured");
     let obs = a.count("SELECT id FROM observations WHERE event_id = 'a-2'");
     ctl_ok(&a, &["pin", &obs.to_string()]);
     // The second item as written before migration 019: no uid.
@@ -267,8 +223,8 @@ fn a_shared_projects_history_reaches_the_team_and_a_member_leaves_on_its_own() {
         ],
     );
     // And knowledge items (a team carries them by default) and a pin, before the share too.
-    add_item(&a, "api", "Retries back off exponentially");
-    add_item(&a, "web", "The web app keeps its own cache");
+    add_item(&a, "api", "Retries back off exponentially", "measured");
+    add_item(&a, "web", "The web app keeps its own cache", "measured");
     let commit_row = a.count("SELECT id FROM observations WHERE event_id = 'h-commit'");
     ctl_ok(&a, &["pin", &commit_row.to_string()]);
     ok_json(&a, &["share", "api", "--team", "acme", "--json"]);

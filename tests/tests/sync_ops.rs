@@ -7,7 +7,8 @@
 //! NMEM_REQUIRE_ALL=1.
 
 use nmem_e2e::sync::{
-    device, enable, event_ids, joined, nmem, observations, ok_json, record, status, CONVERGE,
+    add_item, ctl_ok, device, enable, event_ids, joined, nmem, observations, ok_json, pinned,
+    record, status, CONVERGE,
 };
 use nmem_e2e::{wait_until, Home, Postgres};
 use std::process::Stdio;
@@ -327,27 +328,6 @@ fn rebuild_regenerates_the_projections_from_the_log() {
     assert_eq!(p["running"], false, "{p}");
 }
 
-/// `nmemctl ARGS` on `home`, which must succeed.
-fn ctl_ok(home: &Home, args: &[&str]) {
-    let out = home
-        .cmd("nmemctl")
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "nmemctl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-fn pinned(home: &Home, event_id: &str) -> bool {
-    home.count(&format!(
-        "SELECT COALESCE(MAX(is_pinned), 0) FROM observations WHERE event_id = '{event_id}'"
-    )) == 1
-}
-
 /// Issue 18: "Pins, forgets and edits are new events". A pin and an unpin on A reach B in order;
 /// a row `redact --apply` rewrites on A (a rule added after it was synced) is rewritten on B,
 /// not deleted, its old envelope gone from B and its old ciphertext nulled by A.
@@ -407,28 +387,6 @@ fn pins_and_redactions_reach_the_other_device_as_edits() {
         "A's old ciphertext of a-3 is still on the server"
     );
     assert_eq!(event_ids(&a), event_ids(&b));
-}
-
-/// `nmem knowledge add` on `home`: a decision of `project` with `title` and `reason`; its id.
-fn add_item(home: &Home, project: &str, title: &str, reason: &str) -> i64 {
-    ok_json(
-        home,
-        &[
-            "knowledge",
-            "add",
-            "--kind",
-            "decision",
-            "--title",
-            title,
-            "--reason",
-            reason,
-            "--project",
-            project,
-            "--json",
-        ],
-    )["item"]["id"]
-        .as_i64()
-        .unwrap()
 }
 
 /// The local sequence numbers of `home`'s knowledge events whose envelope holds `text`.
