@@ -101,6 +101,7 @@ fn interleaved(
     variants: &[Variant],
     mut make: impl FnMut(&Variant, usize) -> (Command, Vec<u8>),
 ) -> (Vec<Sample>, Vec<Vec<Sample>>) {
+    crate::settle_disk();
     let mut t_true = Vec::with_capacity(runs);
     let mut t = vec![Vec::with_capacity(runs); variants.len()];
     for n in 0..runs {

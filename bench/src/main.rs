@@ -378,7 +378,8 @@ fn run() -> anyhow::Result<()> {
         report.figures.push((what, rate));
     }
 
-    // Daemon down: spool.
+    // Daemon down: spool (the commits above written out first, see settle_disk).
+    settle_disk();
     let down = home.join("down");
     std::fs::create_dir_all(&down)?;
     let (t_down, t_true_down) = spawn_times_vs_true(runs, || record(&down), &|| {
@@ -532,6 +533,19 @@ fn spawn_times(
 /// Like [`spawn_times`], with a run of `/bin/true` before each run: the hook's times and
 /// `/bin/true`'s from the same stretch of time (the shared machine's load drifts; a reference
 /// measured minutes earlier would skew the ratio).
+/// Write out what earlier phases left dirty in the page cache before a phase is timed: the
+/// phases before the spool's commit thousands of events (nmemd's and the floors' WAL, tens of
+/// MB), and the kernel's writeback of them and of the file system's metadata otherwise lands
+/// on the next phase's hooks. (What it cannot remove, measured 27 November: creating a file in
+/// a folder whose ext4 block group holds many recently deleted inodes, as `/tmp` after test
+/// runs, costs the spooling hook 0.3-0.6 ms of CPU in the kernel's inode allocator,
+/// `find_inode_bit` and `recently_deleted`; the same hook spooling under another folder did
+/// not. So the daemon-down figure depends on where `TMPDIR` is.)
+pub(crate) fn settle_disk() {
+    // SAFETY: sync(2) takes no arguments and cannot fail.
+    unsafe { libc::sync() };
+}
+
 fn spawn_times_vs_true(
     runs: usize,
     mut make: impl FnMut() -> Command,
