@@ -52,6 +52,8 @@ struct Running {
     addr: SocketAddr,
     warnings: Vec<String>,
     stop: tokio::sync::watch::Sender<bool>,
+    /// The accept loop: done once the listener is closed.
+    task: tokio::task::JoinHandle<()>,
 }
 
 /// The listener's state, in [`App::web`].
@@ -126,13 +128,16 @@ impl Web {
         }
     }
 
-    /// Stop listening (at shutdown, or `nmem ui --stop`).
+    /// Stop listening (at shutdown, or `nmem ui --stop`): when it returns the port is closed
+    /// (the accept loop has dropped the listener), so `nmem ui --stop` is done when it says so.
     pub async fn stop(&self) -> bool {
         let was = self.running.lock().await.take();
         *self.shown.lock().unwrap_or_else(|e| e.into_inner()) = None;
         match was {
             Some(r) => {
                 let _ = r.stop.send(true);
+                // The loop ends at its next turn; a bound so a wedged one cannot hold the stop.
+                let _ = tokio::time::timeout(Duration::from_secs(5), r.task).await;
                 tracing::info!("web viewer stopped listening on {}", r.addr);
                 true
             }
@@ -313,12 +318,13 @@ pub async fn start(app: &Arc<App>) -> Result<(), ApiError> {
         .map_err(|e| ApiError::internal("listening for the viewer", e))?;
     let (stop, stop_rx) = tokio::sync::watch::channel(false);
     let router = tcp_router(app.clone(), addr);
-    tokio::spawn(serve(listener, router, stop_rx));
+    let task = tokio::spawn(serve(listener, router, stop_rx));
     tracing::info!("web viewer listening on http://{}/", url_host(&addr));
     let r = Running {
         addr,
         warnings,
         stop,
+        task,
     };
     *web.shown.lock().unwrap_or_else(|e| e.into_inner()) = Some(reply(&r, None));
     *running = Some(r);
