@@ -388,6 +388,35 @@ impl Drop for Daemon {
     }
 }
 
+/// Store hook payloads on `home` through the batch route, as `nmem import` does: (event id,
+/// received at, payload); every one must be stored.
+pub fn send_batch(home: &Home, events: &[(String, i64, serde_json::Value)]) {
+    let body: Vec<String> = events
+        .iter()
+        .map(|(id, received_at, payload)| {
+            serde_json::json!({
+                "event_id": id,
+                "received_at": received_at,
+                "harness": "claude-code",
+                "payload": payload,
+            })
+            .to_string()
+        })
+        .collect();
+    let r = nmem_proto::client::call(
+        &home.paths.socket,
+        "POST",
+        "/v1/events/batch",
+        &[],
+        body.join("\n").as_bytes(),
+        Duration::from_secs(60),
+    )
+    .unwrap();
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let reply: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+    assert_eq!(reply["stored"], events.len(), "{reply}");
+}
+
 /// A Claude Code PostToolUse(Bash) payload with a unique command and tool_use_id.
 pub fn bash_event(session: &str, n: usize) -> Vec<u8> {
     serde_json::json!({

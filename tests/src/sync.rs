@@ -111,7 +111,7 @@ pub fn record(home: &Home, tag: &str, range: std::ops::Range<usize>, extra: &str
                 (format!("{tag}-{i}"), RECEIVED + *i as i64, payload)
             })
             .collect();
-        send_received(home, &events);
+        crate::send_batch(home, &events);
     }
 }
 
@@ -125,35 +125,7 @@ pub fn send(home: &Home, events: &[(String, Value)]) {
         .enumerate()
         .map(|(i, (id, payload))| (id.clone(), RECEIVED + i as i64, payload.clone()))
         .collect();
-    send_received(home, &events);
-}
-
-/// Store hook payloads on `home` through the batch route: (event id, received at, payload).
-fn send_received(home: &Home, events: &[(String, i64, Value)]) {
-    let body: Vec<String> = events
-        .iter()
-        .map(|(id, received_at, payload)| {
-            serde_json::json!({
-                "event_id": id,
-                "received_at": received_at,
-                "harness": "claude-code",
-                "payload": payload,
-            })
-            .to_string()
-        })
-        .collect();
-    let r = nmem_proto::client::call(
-        &home.paths.socket,
-        "POST",
-        "/v1/events/batch",
-        &[],
-        body.join("\n").as_bytes(),
-        Duration::from_secs(60),
-    )
-    .unwrap();
-    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
-    let reply: Value = serde_json::from_slice(&r.body).unwrap();
-    assert_eq!(reply["stored"], events.len(), "{reply}");
+    crate::send_batch(home, &events);
 }
 
 /// The event ids of `home`'s observations.

@@ -17,6 +17,30 @@ fn bench(args: &[&str], tmp: &std::path::Path) -> Output {
         .expect("run nmem-bench")
 }
 
+/// A real run of `nmem-bench` with nmem's binaries, its scratch homes under `tmp`; it must
+/// succeed.
+fn measure(args: &[&str], tmp: &std::path::Path) -> Output {
+    std::fs::create_dir_all(tmp).unwrap();
+    let out = Command::new(bin("nmem-bench"))
+        .args(args)
+        .env("TMPDIR", tmp)
+        .env("NMEM_BIN_DIR", bin_dir())
+        .stdin(Stdio::null())
+        .output()
+        .expect("run nmem-bench");
+    assert!(out.status.success(), "{out:?}");
+    out
+}
+
+/// The run removed everything it made under `tmp`.
+fn left_nothing(tmp: &std::path::Path) {
+    assert!(
+        empty(tmp),
+        "left behind: {:?}",
+        std::fs::read_dir(tmp).unwrap().collect::<Vec<_>>()
+    );
+}
+
 fn empty(dir: &std::path::Path) -> bool {
     std::fs::read_dir(dir).unwrap().next().is_none()
 }
@@ -108,16 +132,8 @@ fn a_bad_option_or_value_is_refused_before_anything_runs() {
 fn the_hook_is_measured_from_a_copy_and_nothing_is_left_behind() {
     let home = Home::new("benchhook");
     let tmp = home.dir.join("tmp");
-    std::fs::create_dir_all(&tmp).unwrap();
-    let out = Command::new(bin("nmem-bench"))
-        .args(["--hook", "--runs", "3"])
-        .env("TMPDIR", &tmp)
-        .env("NMEM_BIN_DIR", bin_dir())
-        .stdin(Stdio::null())
-        .output()
-        .expect("run nmem-bench");
+    let out = measure(&["--hook", "--runs", "3"], &tmp);
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{out:?}");
     let copy = format!(
         "(run from a copy: {}",
         tmp.join("nmem-bench-bin-").display()
@@ -137,11 +153,7 @@ fn the_hook_is_measured_from_a_copy_and_nothing_is_left_behind() {
             "{phase}:\n{text}"
         );
     }
-    assert!(
-        empty(&tmp),
-        "left behind: {:?}",
-        std::fs::read_dir(&tmp).unwrap().collect::<Vec<_>>()
-    );
+    left_nothing(&tmp);
 }
 
 /// `--ingest-only` measures nmemd and then the two ingest floors with the same load, each floor
@@ -151,16 +163,8 @@ fn the_hook_is_measured_from_a_copy_and_nothing_is_left_behind() {
 fn ingest_only_measures_the_daemon_then_the_floors() {
     let home = Home::new("benchingest");
     let tmp = home.dir.join("tmp");
-    std::fs::create_dir_all(&tmp).unwrap();
-    let out = Command::new(bin("nmem-bench"))
-        .args(["--ingest-only", "--events", "300", "--runs", "5"])
-        .env("TMPDIR", &tmp)
-        .env("NMEM_BIN_DIR", bin_dir())
-        .stdin(Stdio::null())
-        .output()
-        .expect("run nmem-bench");
+    let out = measure(&["--ingest-only", "--events", "300", "--runs", "5"], &tmp);
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{out:?}");
     for line in [
         "ingest through the socket API",
         "floor: ingest, threads and a writer thread",
@@ -172,9 +176,5 @@ fn ingest_only_measures_the_daemon_then_the_floors() {
             "{line}:\n{text}"
         );
     }
-    assert!(
-        empty(&tmp),
-        "left behind: {:?}",
-        std::fs::read_dir(&tmp).unwrap().collect::<Vec<_>>()
-    );
+    left_nothing(&tmp);
 }

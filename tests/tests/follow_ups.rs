@@ -7,7 +7,6 @@
 
 use nmem_e2e::*;
 use serde_json::{json, Value};
-use std::time::Duration;
 
 const CWD: &str = "/home/dev/projects/ledger";
 
@@ -41,26 +40,12 @@ fn digest(home: &Home, session: &str) -> String {
 
 /// Store `payloads` through the batch route, as `nmem import` does; all must be stored.
 fn batch(home: &Home, tag: &str, payloads: &[Value]) {
-    let body: Vec<String> = payloads
+    let events: Vec<(String, i64, Value)> = payloads
         .iter()
         .enumerate()
-        .map(|(i, p)| {
-            json!({"event_id": format!("{tag}-{i}"), "received_at": nmem_proto::now_ms(), "harness": "claude-code", "payload": p})
-                .to_string()
-        })
+        .map(|(i, p)| (format!("{tag}-{i}"), nmem_proto::now_ms(), p.clone()))
         .collect();
-    let r = nmem_proto::client::call(
-        &home.paths.socket,
-        "POST",
-        "/v1/events/batch",
-        &[],
-        body.join("\n").as_bytes(),
-        Duration::from_secs(10),
-    )
-    .unwrap();
-    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
-    let reply: Value = serde_json::from_slice(&r.body).unwrap();
-    assert_eq!(reply["stored"], payloads.len(), "{reply}");
+    send_batch(home, &events);
 }
 
 /// A home with one prompt of the ledger project and its digest read once (so it is cached).
