@@ -8,8 +8,9 @@
 //! 2. Validate the minimum (`nmem_proto::harness`). Malformed: exit 1, one line on stderr,
 //!    nothing stored. An event nmem stores nothing for: exit 0 at once.
 //! 3. Forward the raw bytes with an event id and the receive time, under a hard deadline.
-//! 4. No acknowledgement (no daemon, refused, timeout, error): write the event to the spool,
-//!    start `nmemd` in the background, print nothing, exit 0.
+//! 4. No acknowledgement (no daemon, refused, timeout, error): append the event to the spool's
+//!    log (`nmem_proto::spool::store`; a file of its own if the log cannot be used), start
+//!    `nmemd` in the background, print nothing, exit 0.
 //!
 //! Never exit 2: Claude Code treats it as "block" or feeds stderr to the model.
 
@@ -289,7 +290,7 @@ fn spool_event(paths: &Paths, event_id: &str, received_at: i64, harness: Harness
         received_at,
         harness: harness.as_str().to_string(),
     };
-    if let Err(e) = spool::write(&paths.spool, &header, payload) {
+    if let Err(e) = spool::store(&paths.spool, &header, payload) {
         eprintln!(
             "nmem: daemon unavailable and cannot spool to {}: {e}",
             paths.spool.display()

@@ -25,7 +25,8 @@ pub struct Paths {
     pub db: PathBuf,
     /// The daemon's Unix socket.
     pub socket: PathBuf,
-    /// One file per event, written by shims while the daemon is away.
+    /// Events written by hooks while the daemon is away: the log `events.log`, files of older
+    /// hooks (see `spool`).
     pub spool: PathBuf,
     /// The user's configuration file (optional).
     pub config: PathBuf,

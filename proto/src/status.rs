@@ -15,16 +15,15 @@ pub fn from_files(paths: &Paths) -> wire::Status {
     let size = |p: &std::path::Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
     let mut wal = paths.db.as_os_str().to_os_string();
     wal.push("-wal");
-    let files = spool::list(&paths.spool).unwrap_or_default();
+    let backlog = spool::backlog(&paths.spool);
     let now = crate::now_ms();
-    let oldest = files.first().and_then(|(p, _)| spool::received_at_of(p));
     wire::Status {
         socket: paths.socket.display().to_string(),
         db_path: paths.db.display().to_string(),
         db_bytes: size(&paths.db),
         wal_bytes: size(std::path::Path::new(&wal)),
-        spool_backlog: files.len() as u64,
-        spool_oldest_age_s: oldest.map(|t| ((now - t).max(0) / 1000) as u64),
+        spool_backlog: backlog.events,
+        spool_oldest_age_s: backlog.oldest.map(|t| ((now - t).max(0) / 1000) as u64),
         spool_corrupt: std::fs::read_dir(paths.spool_corrupt())
             .map(|d| d.count() as u64)
             .unwrap_or(0),

@@ -301,8 +301,29 @@ impl Home {
         self.db().query_row(sql, [], |r| r.get(0)).unwrap()
     }
 
-    pub fn spool_files(&self) -> usize {
-        nmem_proto::spool::list(&self.paths.spool).unwrap().len()
+    /// Events waiting in the spool: records of its logs and files (`nmemctl status` counts the
+    /// same way).
+    pub fn spooled_events(&self) -> usize {
+        nmem_proto::spool::backlog(&self.paths.spool).events as usize
+    }
+
+    /// The size of each spooled event as the spool's bounds count it, oldest first (files by
+    /// name, then each log's records in order: the events of one test are spooled one way).
+    pub fn spooled_sizes(&self) -> Vec<u64> {
+        use nmem_proto::spool;
+        let mut sizes: Vec<u64> = spool::list(&self.paths.spool)
+            .unwrap()
+            .iter()
+            .map(|(_, n)| *n)
+            .collect();
+        for log in spool::logs(&self.paths.spool).unwrap() {
+            let (file, meta) = spool::open_checked(&log).unwrap();
+            for f in spool::scan(&file, meta.len(), true, u64::MAX).unwrap() {
+                let (from, to) = f.span();
+                sizes.push(to - from);
+            }
+        }
+        sizes
     }
 }
 

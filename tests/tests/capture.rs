@@ -160,7 +160,7 @@ fn claude_code_fixtures_with_the_daemon_up() {
         }
     }
     assert_eq!(stored(&home), expected());
-    assert_eq!(home.spool_files(), 0);
+    assert_eq!(home.spooled_events(), 0);
     // The same payloads again are new events (new event ids), but the same tool calls: each
     // tool_use_id is stored once even when two hook registrations deliver it.
     let before = home.count("SELECT COUNT(*) FROM observations WHERE tool_use_id IS NOT NULL");
@@ -199,14 +199,14 @@ fn claude_code_fixtures_with_the_daemon_down_are_spooled_then_stored_once() {
     }
     let wanted = CLAUDE_CODE.iter().filter(|(_, k)| k.is_some()).count();
     assert_eq!(
-        home.spool_files(),
+        home.spooled_events(),
         wanted,
-        "one spool file per stored event, none for ignored ones"
+        "one spooled event per stored event, none for ignored ones"
     );
     let t1 = nmem_proto::now_ms();
     let d = home.start();
     wait_until("the spool to drain", Duration::from_secs(20), || {
-        home.spool_files() == 0
+        home.spooled_events() == 0
     });
     assert_eq!(stored(&home), expected());
     // Observations keep the time the shim received them, not the time they were drained.
@@ -259,7 +259,7 @@ fn malformed_payloads_are_rejected_with_one_line_and_store_nothing() {
             + home.count("SELECT COUNT(*) FROM prompts"),
         0
     );
-    assert_eq!(home.spool_files(), 0);
+    assert_eq!(home.spooled_events(), 0);
     assert!(d.healthy());
     // Also with the daemon down: rejected before anything is spooled.
     d.stop();
@@ -268,7 +268,7 @@ fn malformed_payloads_are_rejected_with_one_line_and_store_nothing() {
         &fixture("hooks/bad/path_traversal_session_id.json"),
     );
     assert_eq!(out.status.code(), Some(1));
-    assert_eq!(home.spool_files(), 0);
+    assert_eq!(home.spooled_events(), 0);
 }
 
 #[test]
@@ -313,13 +313,13 @@ fn hung_daemon_spools_promptly_and_stores_once_after_sigcont() {
     d.signal(libc::SIGSTOP);
     let out = home.record("claude-code", &bash_event("hung-session", 1));
     assert!(out.status.success(), "{out:?}");
-    assert_eq!(home.spool_files(), 1, "the event waits in the spool");
+    assert_eq!(home.spooled_events(), 1, "the event waits in the spool");
     d.signal(libc::SIGCONT);
     wait_until(
         "the event to be stored and the spool drained",
         Duration::from_secs(20),
         || {
-            home.spool_files() == 0
+            home.spooled_events() == 0
                 && home.count(
                     "SELECT COUNT(*) FROM observations WHERE content LIKE 'echo hung-session-event-1%'",
                 ) >= 1
@@ -367,7 +367,7 @@ fn zero_loss_while_the_daemon_is_killed_and_restarted() {
     });
     assert_eq!(failures.into_inner(), 0, "every nmem record must exit 0");
     wait_until("the spool to drain", Duration::from_secs(60), || {
-        home.spool_files() == 0
+        home.spooled_events() == 0
     });
     let (rows, distinct): (i64, i64) = home
         .db()
@@ -495,10 +495,11 @@ fn files_are_owner_only_a_second_daemon_refuses_and_a_stale_socket_is_replaced()
         .status
         .success());
     assert_eq!(mode(&home.paths.spool), 0o700);
-    let (file, _) = nmem_proto::spool::list(&home.paths.spool)
-        .unwrap()
-        .remove(0);
-    assert_eq!(mode(&file), 0o600);
+    assert_eq!(home.spooled_events(), 1);
+    assert_eq!(
+        mode(&home.paths.spool.join(nmem_proto::spool::LOG_NAME)),
+        0o600
+    );
 }
 
 #[test]
@@ -529,7 +530,7 @@ fn corrupt_spool_files_are_moved_aside_and_do_not_block_the_rest() {
         .success());
     let _d = home.start();
     wait_until("the spool to drain", Duration::from_secs(20), || {
-        home.spool_files() == 0
+        home.spooled_events() == 0
     });
     assert_eq!(home.count("SELECT COUNT(*) FROM observations"), 1);
     assert!(home.paths.spool_corrupt().join(&name).exists());
@@ -575,7 +576,7 @@ fn status_up_and_down() {
 
     let d = home.start();
     wait_until("the spool to drain", Duration::from_secs(20), || {
-        home.spool_files() == 0
+        home.spooled_events() == 0
     });
     let up = home
         .cmd("nmemctl")

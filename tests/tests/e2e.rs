@@ -27,6 +27,7 @@ mod query;
 mod redaction;
 mod repo;
 mod service;
+mod spool_log;
 mod sync;
 mod sync_enable;
 mod sync_ops;

@@ -238,7 +238,7 @@ fn spool_entries_that_are_not_regular_files_are_quarantined_and_the_drain_goes_o
         .record("claude-code", &bash_event("behind", 1))
         .status
         .success());
-    assert_eq!(home.spool_files(), planted.len() + 1);
+    assert_eq!(home.spooled_events(), planted.len() + 1);
 
     let d = home.start();
     let _kill = KillOnFailure(d.pid());
@@ -246,7 +246,7 @@ fn spool_entries_that_are_not_regular_files_are_quarantined_and_the_drain_goes_o
     wait_until(
         "the spool to drain past the planted entries",
         Duration::from_secs(20),
-        || home.spool_files() == 0,
+        || home.spooled_events() == 0,
     );
     assert_eq!(home.count("SELECT COUNT(*) FROM observations"), 1);
     for name in &planted {
@@ -329,7 +329,7 @@ fn a_transcript_path_naming_a_fifo_device_or_folder_never_blocks_other_events() 
         .record("claude-code", &bash_event("after", 1))
         .status
         .success());
-    assert_eq!(home.spool_files(), 0, "every event was stored directly");
+    assert_eq!(home.spooled_events(), 0, "every event was stored directly");
     assert_eq!(home.count("SELECT COUNT(*) FROM observations"), n as i64);
 
     // The spool drain: the same events spooled while the daemon is down are drained.
@@ -342,14 +342,14 @@ fn a_transcript_path_naming_a_fifo_device_or_folder_never_blocks_other_events() 
         .record("claude-code", &bash_event("spooled-after", 1))
         .status
         .success());
-    assert_eq!(home.spool_files(), 3);
+    assert_eq!(home.spooled_events(), 3);
     let d = home.start();
     let _release = release;
     let _kill = KillOnFailure(d.pid());
     wait_until(
         "the spool to drain past events naming a FIFO",
         Duration::from_secs(20),
-        || home.spool_files() == 0,
+        || home.spooled_events() == 0,
     );
     assert_eq!(
         home.count("SELECT COUNT(*) FROM observations"),
@@ -467,7 +467,11 @@ fn a_socket_bound_by_another_user_gets_nothing_and_the_hook_spools() {
         "nothing the squatter says is printed: {:?}",
         String::from_utf8_lossy(&out.stdout)
     );
-    assert_eq!(home.spool_files(), 2, "both events are spooled, not sent");
+    assert_eq!(
+        home.spooled_events(),
+        2,
+        "both events are spooled, not sent"
+    );
     let c = rusqlite::Connection::open_with_flags(
         &theirs.paths.db,
         rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
@@ -549,8 +553,14 @@ fn without_home_or_a_passwd_entry_every_binary_runs_and_the_hook_exits_0() {
     let event = bash_event("nopasswd", 1);
     let out = run(&["nmem", "record"], &event);
     assert_eq!(out.status.code(), Some(0), "the hook exits 0: {out:?}");
-    let spooled = nmem_proto::spool::list(&fallback.join("spool")).unwrap();
-    assert_eq!(spooled.len(), 1, "spooled under {}", fallback.display());
+    // Counted from the bytes: the log is that user's, which the spool's own reader refuses.
+    let log = std::fs::read(fallback.join("spool").join(nmem_proto::spool::LOG_NAME)).unwrap();
+    let spooled = nmem_proto::spool::scan(&log[..], log.len() as u64, true, u64::MAX).unwrap();
+    assert!(
+        matches!(spooled[..], [nmem_proto::spool::Frame::Record { .. }]),
+        "spooled under {}: {spooled:?}",
+        fallback.display()
+    );
     let meta = std::fs::metadata(&fallback).unwrap();
     assert_eq!((meta.uid(), meta.mode() & 0o777), (uid, 0o700));
     // The other binaries run too (no daemon: their own exit codes, never a signal).
@@ -600,10 +610,10 @@ fn a_spool_file_with_an_event_id_the_socket_would_refuse_is_quarantined() {
         .record("claude-code", &bash_event("behind", 2))
         .status
         .success());
-    assert_eq!(home.spool_files(), 2);
+    assert_eq!(home.spooled_events(), 2);
     let _d = home.start();
     wait_until("the spool to drain", Duration::from_secs(20), || {
-        home.spool_files() == 0
+        home.spooled_events() == 0
     });
     assert_eq!(home.count("SELECT COUNT(*) FROM observations"), 1);
     assert_eq!(

@@ -139,7 +139,7 @@ fn without_nmem_cli_next_to_it_nmem_says_what_to_do_and_still_records() {
         .unwrap();
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success(), "{out:?}");
-    assert_eq!(home.spool_files(), 1);
+    assert_eq!(home.spooled_events(), 1);
 }
 
 fn session_start(session: &str) -> Vec<u8> {

@@ -95,7 +95,7 @@ fn hooks_are_stored_directly_while_1100_idle_connections_are_open() {
         );
     }
     assert_eq!(
-        home.spool_files(),
+        home.spooled_events(),
         0,
         "hooks spooled instead of being served"
     );
@@ -321,7 +321,7 @@ fn a_hook_with_a_megabyte_cwd_is_refused_and_search_stays_fast() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("cwd"), "{err}");
     assert_eq!(home.count("SELECT COUNT(*) FROM observations"), 0);
-    assert_eq!(home.spool_files(), 0);
+    assert_eq!(home.spooled_events(), 0);
     wait_until("the daemon to answer", Duration::from_secs(10), || {
         post(
             &home,
@@ -385,7 +385,7 @@ fn a_40_mb_glob_result_is_stored_elided_not_dropped() {
         "dropped: {}",
         std::fs::read_to_string(home.paths.spool_dropped_log()).unwrap_or_default()
     );
-    assert_eq!(home.spool_files(), 0);
+    assert_eq!(home.spooled_events(), 0);
     assert_eq!(
         home.count(
             "SELECT COUNT(*) FROM observations WHERE session_id = 'glob' AND tool_name = 'Glob'"
@@ -423,7 +423,7 @@ fn dev_zero_on_stdin_is_refused_as_malformed_at_once() {
         !home.paths.spool_dropped_log().exists(),
         "logged as dropped, not refused"
     );
-    assert_eq!(home.spool_files(), 0);
+    assert_eq!(home.spooled_events(), 0);
 }
 
 #[test]
@@ -461,7 +461,7 @@ fn a_hook_whose_stdin_stays_open_returns_once_the_payload_is_complete() {
         home.count("SELECT COUNT(*) FROM observations WHERE session_id = 'open'"),
         2
     );
-    assert_eq!(home.spool_files(), 0);
+    assert_eq!(home.spooled_events(), 0);
 }
 
 /// `nmem serve` as a real child process speaking raw lines: every broken line gets its JSON-RPC

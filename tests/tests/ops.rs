@@ -55,7 +55,7 @@ fn pause_stops_recording_and_resume_starts_it_again() {
     let out = home.record("claude-code", &bash_event("pause", 1));
     assert!(out.status.success());
     assert_eq!(home.count("SELECT COUNT(*) FROM observations"), 0);
-    assert_eq!(home.spool_files(), 0);
+    assert_eq!(home.spooled_events(), 0);
     let s: serde_json::Value =
         serde_json::from_slice(&ctl(&home, &["status", "--json"]).stdout).unwrap();
     assert_eq!(s["paused"], true);
@@ -473,7 +473,7 @@ fn status_names_a_database_the_daemon_cannot_open_and_hooks_keep_exiting_0() {
         c.env("NMEM_DB", &db);
     });
     assert!(rec.status.success(), "the hook still exits 0: {rec:?}");
-    assert_eq!(home.spool_files(), 1, "and the event waits in the spool");
+    assert_eq!(home.spooled_events(), 1, "and the event waits in the spool");
     let st = home
         .cmd("nmemctl")
         .args(["status", "--json"])
@@ -625,7 +625,7 @@ fn a_read_only_database_folder_is_named_and_hooks_keep_exiting_0() {
         c.env("NMEM_DB", &db);
     });
     assert!(rec.status.success(), "the hook still exits 0: {rec:?}");
-    assert_eq!(home.spool_files(), 1, "and the event waits in the spool");
+    assert_eq!(home.spooled_events(), 1, "and the event waits in the spool");
     let st = home
         .cmd("nmemctl")
         .args(["status", "--json"])

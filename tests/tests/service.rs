@@ -42,7 +42,7 @@ fn the_shim_starts_the_daemon_once_and_it_drains_the_spool() {
     wait_until(
         "the spooled event to be stored",
         Duration::from_secs(20),
-        || home.spool_files() == 0 && home.count("SELECT COUNT(*) FROM observations") == 1,
+        || home.spooled_events() == 0 && home.count("SELECT COUNT(*) FROM observations") == 1,
     );
     // It is detached: its own session, not a child of the shim.
     let pid = daemon_pid(&home).expect("the daemon wrote its pid");
@@ -111,11 +111,7 @@ fn the_spool_is_bounded_oldest_first_and_drops_are_counted() {
     for e in &events {
         assert!(home.record("claude-code", e).status.success());
     }
-    let sizes: Vec<u64> = nmem_proto::spool::list(&home.paths.spool)
-        .unwrap()
-        .iter()
-        .map(|(_, n)| *n)
-        .collect();
+    let sizes = home.spooled_sizes();
     assert_eq!(sizes.len(), 6);
     // Room for the newest four only.
     let bound: u64 = sizes.iter().rev().take(4).sum();
@@ -126,7 +122,7 @@ fn the_spool_is_bounded_oldest_first_and_drops_are_counted() {
     .unwrap();
     let _d = home.start();
     wait_until("the spool to drain", Duration::from_secs(20), || {
-        home.spool_files() == 0
+        home.spooled_events() == 0
     });
     assert_eq!(home.count("SELECT COUNT(*) FROM observations"), 4);
     assert_eq!(home.count("SELECT COUNT(*) FROM observations WHERE content LIKE '%-event-0' OR content LIKE '%-event-1'"), 0, "the oldest go first");
