@@ -63,56 +63,72 @@ fn status_json(home: &Home) -> serde_json::Value {
 
 #[test]
 fn hooks_spooling_while_the_daemon_starts_and_drains_lose_nothing_and_store_nothing_twice() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
     const THREADS: usize = 6;
-    const EACH: usize = 25;
+    /// Each thread's hooks once the daemon has stored some: spooled while it drains.
+    const AFTER: usize = 150;
+    /// A bound on each thread's hooks, whatever happens.
+    const MAX: usize = 2000;
     let home = Home::new("spoolrace");
     // Drain passes back to back, so the log is renamed aside and sealed while hooks append.
     std::fs::write(&home.paths.config, "[spool]\ndrain_interval_ms = 10\n").unwrap();
     // The hooks talk to a socket nobody listens on: every one spools, also once nmemd is up.
     let nowhere = home.dir.join("nobody.sock");
+    let draining = Arc::new(AtomicBool::new(false));
     let hooks: Vec<_> = (0..THREADS)
         .map(|t| {
             let home_dir = home.dir.clone();
             let nowhere = nowhere.clone();
+            let draining = draining.clone();
             std::thread::spawn(move || {
-                for i in 0..EACH {
-                    let mut c = std::process::Command::new(bin("nmem"));
-                    c.arg("record")
+                let mut after = 0;
+                let mut n = 0;
+                while after < AFTER && n < MAX {
+                    if draining.load(Ordering::Relaxed) {
+                        after += 1;
+                    }
+                    let mut child = std::process::Command::new(bin("nmem"))
+                        .arg("record")
                         .env("NMEM_HOME", &home_dir)
                         .env("NMEM_SOCKET", &nowhere)
                         .env("NMEM_NO_AUTOSTART", "1")
                         .stdin(Stdio::piped())
                         .stdout(Stdio::null())
-                        .stderr(Stdio::piped());
-                    let mut child = c.spawn().unwrap();
+                        .stderr(Stdio::piped())
+                        .spawn()
+                        .unwrap();
                     let _ = child
                         .stdin
                         .take()
                         .unwrap()
-                        .write_all(&bash_event("spoolrace", t * EACH + i));
+                        .write_all(&bash_event("spoolrace", t * MAX + n));
                     let out = child.wait_with_output().unwrap();
                     assert!(
                         out.status.success() && out.stderr.is_empty(),
-                        "hook {t}/{i}: {out:?}"
+                        "hook {t}/{n}: {out:?}"
                     );
+                    n += 1;
                 }
+                n
             })
         })
         .collect();
-    // The daemon starts while the hooks spool.
+    // The daemon starts while the hooks spool, and drains while they go on.
     wait_until("a first spooled event", Duration::from_secs(20), || {
         home.spooled_events() > 0
     });
     let _d = home.start();
-    for h in hooks {
-        h.join().unwrap();
-    }
-    let all = (THREADS * EACH) as i64;
-    wait_until(
-        "every spooled event to be stored",
-        Duration::from_secs(60),
-        || observations(&home, "spoolrace").0 >= all && home.spooled_events() == 0,
-    );
+    wait_until("a first drained event", Duration::from_secs(30), || {
+        observations(&home, "spoolrace").0 > 0
+    });
+    draining.store(true, Ordering::Relaxed);
+    let all: usize = hooks.into_iter().map(|h| h.join().unwrap()).sum();
+    let all = all as i64;
+    // An event leaves the spool (a file, or the sealed log holding it) only once committed.
+    wait_until("the spool to drain", Duration::from_secs(60), || {
+        home.spooled_events() == 0
+    });
     assert_eq!(
         observations(&home, "spoolrace"),
         (all, all),
@@ -121,11 +137,6 @@ fn hooks_spooling_while_the_daemon_starts_and_drains_lose_nothing_and_store_noth
     let s = status_json(&home);
     assert_eq!(s["spool_corrupt"], 0, "{s}");
     assert_eq!(s["spool_backlog"], 0, "{s}");
-    assert!(
-        spool::logs(&home.paths.spool).unwrap().is_empty()
-            || spool::backlog(&home.paths.spool).events == 0,
-        "no log is left with records"
-    );
 }
 
 #[test]
