@@ -252,9 +252,48 @@ fn a_hostile_log_hangs_neither_hook_nor_daemon_and_events_still_get_through() {
     // Both hostile logs were moved aside unread, and counted.
     let s = status_json(&home);
     assert_eq!(s["spool_corrupt"], 2, "{s}");
-    // The next hook, with the daemon down again, has a log of its own.
     drop(_d);
-    assert!(record_within(&home, &bash_event("spoolhostile", 3), within).success());
+
+    // A log of another user's, holding a well-formed record: neither written nor read.
+    if unsafe { libc::geteuid() } == 0 {
+        let theirs = spool::frame(
+            &spool::Header {
+                v: 1,
+                event_id: "theirs".into(),
+                received_at: nmem_proto::now_ms(),
+                harness: "claude-code".into(),
+            },
+            &bash_event("theirs", 0),
+        )
+        .unwrap();
+        assert!(
+            std::fs::symlink_metadata(&log).is_err(),
+            "the daemon moved the FIFO aside"
+        );
+        std::fs::write(&log, &theirs).unwrap();
+        std::os::unix::fs::chown(&log, Some(65534), Some(65534)).unwrap();
+        assert!(record_within(&home, &bash_event("spoolhostile", 3), within).success());
+        assert_eq!(
+            std::fs::read(&log).unwrap(),
+            theirs,
+            "their log is not written to"
+        );
+        assert_eq!(status_json(&home)["spool_backlog"], 1, "nor counted");
+        let _d = home.start();
+        wait_until(
+            "the fourth event to be stored",
+            Duration::from_secs(20),
+            || observations(&home, "spoolhostile").0 == 4 && home.spooled_events() == 0,
+        );
+        assert_eq!(observations(&home, "theirs").0, 0, "nor read");
+        assert_eq!(status_json(&home)["spool_corrupt"], 3);
+    } else {
+        skip_unless_required("a log of another user's needs root");
+    }
+
+    // The next hook, with the daemon down again, has a log of its own.
+    assert!(record_within(&home, &bash_event("spoolhostile", 4), within).success());
     assert!(std::fs::symlink_metadata(&log).unwrap().is_file());
+    assert_eq!(spool::list(&home.paths.spool).unwrap().len(), 0);
     assert_eq!(home.spooled_events(), 1);
 }
