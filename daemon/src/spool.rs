@@ -188,7 +188,20 @@ fn collect(app: &App) -> std::io::Result<Backlog> {
                     received_at: Some(h.received_at),
                     src: Src::Record { log, frame },
                 }),
-                _ => quarantine_frame(app, &path, &file, &frame, "not a whole record"),
+                Frame::Record { .. } => quarantine_frame(
+                    app,
+                    &path,
+                    &file,
+                    &frame,
+                    "its header line is not a spool header",
+                ),
+                Frame::Garbled { .. } => quarantine_frame(
+                    app,
+                    &path,
+                    &file,
+                    &frame,
+                    "no whole record (garbled, or torn by a write that did not finish)",
+                ),
             }
         }
         logs.push(Log { path, file });
