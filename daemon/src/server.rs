@@ -572,14 +572,21 @@ async fn record_traced(
             trace.mark("prepared");
             let (prep, ev) = settle(r);
             let written = match ev {
-                Some(ev) => match coming.enqueue(ev).await {
-                    Ok(rx) => {
-                        trace.mark("queued");
-                        rx.await
+                Some(ev) => {
+                    let (reply, rx) = tokio::sync::oneshot::channel();
+                    match lead(app, move || Some((Box::new(ev), reply)), coming) {
+                        Ok(()) => trace.mark("led"),
+                        Err((f, coming)) => {
+                            let (ev, reply) = f().expect("the event just given");
+                            // A closed writer drops the reply: answered below as shutting
+                            // down.
+                            if coming.enqueue_reply(ev, reply).await.is_ok() {
+                                trace.mark("queued");
+                            }
+                        }
                     }
-                    // A closed writer: answered below as shutting down.
-                    Err(_) => Ok(Err(WriteError::Closed)),
-                },
+                    rx.await
+                }
                 None => Ok(Err(WriteError::Closed)),
             };
             (Some(prep), written)
@@ -710,10 +717,21 @@ async fn drained(
         // Dropped unanswered when there is nothing to store.
         ev.map(|ev| (ev, reply))
     };
-    // A lone event is prepared by the idle writer itself (one hand-off less); otherwise on a
-    // drainer, which queues it (its announcement ending as it is queued, for group commit).
-    let here: crate::store::writer::PrepareFn =
-        Box::new(move || prepare().map(|(ev, reply)| (Box::new(ev), reply)));
+    let here = move || prepare().map(|(ev, reply)| (Box::new(ev), reply));
+    // A lone event is prepared and committed on this request's thread (no hand-off at all);
+    // else, when the writer is idle, prepared by the writer itself (one hand-off less);
+    // otherwise on a drainer, which queues it (its announcement ending as it is queued, for
+    // group commit).
+    let (here, coming) = match lead(app, here, coming) {
+        Ok(()) => {
+            trace.mark("led");
+            let written = committed.await;
+            let prep = slot.lock().unwrap_or_else(|e| e.into_inner()).take();
+            return (prep, written);
+        }
+        Err(given_back) => given_back,
+    };
+    let here: crate::store::writer::PrepareFn = Box::new(here);
     match app.writer.prepare_here(here, coming) {
         Ok(()) => trace.mark("to_writer"),
         Err((here, coming)) => {
@@ -728,6 +746,27 @@ async fn drained(
     let written = committed.await;
     let prep = slot.lock().unwrap_or_else(|e| e.into_inner()).take();
     (prep, written)
+}
+
+/// [`crate::store::writer::Writer::lead`] on this request's async worker, which is told it
+/// blocks (`block_in_place`: its other tasks move to another worker while the event is prepared,
+/// which may read a transcript, and committed). Only on a multi-threaded runtime, nmemd's: a
+/// current-thread one (some tests) cannot lend its thread, and the event is queued as usual.
+fn lead<F>(
+    app: &App,
+    f: F,
+    coming: crate::store::writer::Coming,
+) -> Result<(), (F, crate::store::writer::Coming)>
+where
+    F: FnOnce() -> Option<(Box<Prepared>, crate::store::writer::Reply)>,
+{
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    let threaded =
+        Handle::try_current().is_ok_and(|h| h.runtime_flavor() == RuntimeFlavor::MultiThread);
+    if !threaded || !app.writer.may_lead() {
+        return Err((f, coming));
+    }
+    app.writer.lead(f, coming)
 }
 
 async fn health(State(app): State<Arc<App>>) -> Json<wire::Health> {

@@ -46,7 +46,9 @@ const FIDELITY_SQL: &str = include_str!("../../../migrations/006_fidelity.sql");
 /// and again. At 10,000 (about 40 MB of WAL at most) nmemd spent measurably less CPU per event
 /// under `nmem-bench --ingest-only` (ARCHITECTURE.md, "The ingest path"). The cost is disk: after
 /// a burst the log file keeps its size (SQLite reuses it from the start) until maintenance
-/// (when idle, at most every 6 hours) or shutdown truncates it.
+/// (when idle, at most every 6 hours) or shutdown truncates it. The daemon's writer replaces
+/// SQLite's automatic checkpoint with its own at the same bound, on its own thread only
+/// (`store::writer`: a request that commits its event itself never checkpoints).
 pub const WAL_AUTOCHECKPOINT: i64 = 10_000;
 
 /// The schema version this build writes (`PRAGMA user_version` after migrating).

@@ -10,6 +10,12 @@
 //! the writer decides what is stored. What an insert changes besides its row (the digest
 //! counters, a memory's knowledge note, stale flags) is done in the same transaction
 //! ([`super::follow`]).
+//!
+//! The connection and what is stored through it ([`Core`]) sit behind one mutex: the writer
+//! thread holds it while it stores, and a request whose event is alone (the writer idle, its
+//! queue empty, nothing else announced) may take it and store its event itself, on its own
+//! thread ([`Writer::lead`]), so a lone hook's answer crosses no thread: prepared, committed
+//! and answered where it arrived. Either way one connection writes, one transaction at a time.
 
 use super::follow::{self, Generations, Inserted};
 use crate::dedup::Dedup;
@@ -27,6 +33,22 @@ pub const MAX_BATCH: usize = 1024;
 /// preparing a hook's event takes tens to a few hundred microseconds; one held up longer (a
 /// transcript read on a slow disk) is committed in the next batch.
 pub const COALESCE: std::time::Duration = std::time::Duration::from_millis(1);
+
+/// How long no commit must have ended before a request stores its lone event itself
+/// ([`Writer::lead`]): under a stream of events (eight connections of `nmem-bench
+/// --ingest-only`) the writer idles between commits too, and a request leading then committed
+/// its event alone while the others queued behind it: 1.2 events per commit instead of 4-5, the
+/// rate halved. Hooks a person's agent runs are milliseconds to seconds apart.
+pub const LEAD_AFTER_QUIET: std::time::Duration = COALESCE;
+
+/// Microseconds on a monotonic clock of this process (for [`Gate::last_commit_us`]).
+fn mono_us() -> u64 {
+    static EPOCH: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    EPOCH
+        .get_or_init(std::time::Instant::now)
+        .elapsed()
+        .as_micros() as u64
+}
 
 /// The result of storing one event.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -91,6 +113,29 @@ pub struct Writer {
     tx: mpsc::Sender<Job>,
     capacity: usize,
     gate: Arc<Gate>,
+    core: Arc<Mutex<Core>>,
+    stats: Arc<Stats>,
+}
+
+/// The write connection and what storing through it keeps: held by whoever stores (the writer
+/// thread, or a request leading its lone event, [`Writer::lead`]).
+struct Core {
+    conn: Connection,
+    /// The dedup cache: only what really committed.
+    dedup: Dedup,
+    /// Rows committed since the full-text index last caught up (an estimate, for load);
+    /// `u64::MAX` at start: unknown, caught up once idle.
+    unindexed: u64,
+    /// When the last commit ended: the index catches up only after [`QUIET`] without one.
+    last_commit: std::time::Instant,
+    /// The writer has stopped: nothing more is stored.
+    closed: bool,
+}
+
+impl Core {
+    fn lock(core: &Mutex<Core>) -> std::sync::MutexGuard<'_, Core> {
+        core.lock().unwrap_or_else(|e| e.into_inner())
+    }
 }
 
 /// Events on their way to the writer ([`Coming`]), and where the writer waits for them.
@@ -106,6 +151,13 @@ struct Gate {
     wake_at: AtomicU64,
     /// The writer is waiting for its next job, its queue empty ([`Writer::prepare_here`]).
     idle: std::sync::atomic::AtomicBool,
+    /// When the last commit ended ([`mono_us`]): a request leads its event only after
+    /// [`LEAD_AFTER_QUIET`] without one ([`Writer::may_lead`]).
+    last_commit_us: AtomicU64,
+    /// The writer waits without a timeout (nothing left to index): a request that stores an
+    /// event itself wakes it, so the index catches up ([`Writer::lead`]). Read and written
+    /// with [`Core`] held.
+    asleep: std::sync::atomic::AtomicBool,
     lock: Mutex<()>,
     woken: Condvar,
 }
@@ -205,6 +257,24 @@ impl Coming {
         r
     }
 
+    /// Queue a prepared event whose outcome goes to `reply` (one given back by
+    /// [`Writer::lead`]), ending the announcement.
+    pub async fn enqueue_reply(
+        mut self,
+        ev: Box<Prepared>,
+        reply: Reply,
+    ) -> Result<(), WriteError> {
+        self.sending();
+        let r = self
+            .writer
+            .tx
+            .send(Job::Event(ev, reply))
+            .await
+            .map_err(|_| WriteError::Closed);
+        self.arrived();
+        r
+    }
+
     /// [`Writer::enqueue_blocking`], ending the announcement.
     pub fn enqueue_blocking(
         mut self,
@@ -246,12 +316,99 @@ impl Writer {
     ) -> (Writer, std::thread::JoinHandle<()>) {
         let (tx, rx) = mpsc::channel(capacity);
         let gate = Arc::new(Gate::new());
-        let seen = gate.clone();
+        // Checkpoints run on the writer thread only, never in a request's own commit
+        // ([`Writer::lead`]): the hook replaces SQLite's automatic checkpoint with a note of
+        // the log's size, and the writer checkpoints past the same bound ([`checkpoint_if_due`]).
+        conn.wal_hook(Some(note_wal));
+        let core = Arc::new(Mutex::new(Core {
+            conn,
+            dedup,
+            unindexed: u64::MAX,
+            last_commit: std::time::Instant::now(),
+            closed: false,
+        }));
+        let writer = Writer {
+            tx,
+            capacity,
+            gate,
+            core,
+            stats,
+        };
+        // Not a clone of the writer: its sender would keep the queue open after every handle
+        // is dropped.
+        let (core, gate, stats) = (
+            writer.core.clone(),
+            writer.gate.clone(),
+            writer.stats.clone(),
+        );
         let handle = std::thread::Builder::new()
             .name("nmem-writer".into())
-            .spawn(move || run(conn, rx, seen, window, dedup, stats))
+            .spawn(move || run(&core, &gate, &stats, rx, window))
             .expect("spawn writer thread");
-        (Writer { tx, capacity, gate }, handle)
+        (writer, handle)
+    }
+
+    /// Whether an event would be alone now: the writer idle, its queue empty, and nothing
+    /// announced but the caller's own event. A hint, checked again under the lock by
+    /// [`Writer::lead`].
+    pub fn alone(&self) -> bool {
+        self.gate.idle.load(Ordering::SeqCst)
+            && self.gate.coming.load(Ordering::SeqCst) <= 1
+            && self.depth() == 0
+    }
+
+    /// Whether a request may store its event itself now ([`Writer::lead`]): it is
+    /// [`Writer::alone`] and no commit ended in the last [`LEAD_AFTER_QUIET`] (no stream of
+    /// events whose group commit it would split). A hint, checked again under the lock.
+    pub fn may_lead(&self) -> bool {
+        self.alone()
+            && mono_us().saturating_sub(self.gate.last_commit_us.load(Ordering::SeqCst))
+                >= LEAD_AFTER_QUIET.as_micros() as u64
+    }
+
+    /// Store a lone event on the caller's thread: when it [`Writer::may_lead`] and the
+    /// connection is free, `f` prepares it here (its announcement, `coming`, ends once `f` has
+    /// run) and it is committed at once, its outcome sent on the reply `f` returns, before this
+    /// returns: no thread hand-off at all (a lone hook's answer otherwise wakes the writer and
+    /// then the request again). Otherwise both come back, to queue the event as usual. Blocks
+    /// for a commit: call it from a blocking context (the server wraps it in
+    /// `block_in_place`).
+    pub fn lead<F>(&self, f: F, coming: Coming) -> Result<(), (F, Coming)>
+    where
+        F: FnOnce() -> Option<(Box<Prepared>, Reply)>,
+    {
+        if !self.may_lead() {
+            return Err((f, coming));
+        }
+        let Ok(mut core) = self.core.try_lock() else {
+            return Err((f, coming));
+        };
+        // Checked again with the connection held: the writer cannot take a job meanwhile.
+        if core.closed || !self.may_lead() {
+            return Err((f, coming));
+        }
+        let prepared = f();
+        drop(coming);
+        if let Some(pending) = prepared {
+            let core = &mut *core;
+            let mut batch = vec![pending];
+            commit_batch(&mut core.conn, &mut batch, &mut core.dedup, &self.stats, 0);
+            core.unindexed = core.unindexed.saturating_add(1);
+            core.last_commit = std::time::Instant::now();
+            self.gate.last_commit_us.store(mono_us(), Ordering::SeqCst);
+            if wal_due() {
+                // Past the log's bound: the writer checkpoints, off this request's thread.
+                let stats = self.stats.clone();
+                let _ = self
+                    .tx
+                    .try_send(Job::Exec(Box::new(move |c| checkpoint(c, &stats))));
+            } else if self.gate.asleep.load(Ordering::SeqCst) {
+                // The writer waits with nothing to index: wake it, so the index catches up
+                // once quiet. Best effort: a full queue wakes it anyway.
+                let _ = self.tx.try_send(Job::Exec(Box::new(|_| {})));
+            }
+        }
+        Ok(())
     }
 
     /// Prepare a lone event on the writer thread itself, when the writer is idle with nothing
@@ -261,10 +418,7 @@ impl Writer {
     /// a drainer, so the writer keeps only inserting. `f` reads what preparing reads (a
     /// transcript's bounded tail), on the one thread that is idle anyway.
     pub fn prepare_here(&self, f: PrepareFn, coming: Coming) -> Result<(), (PrepareFn, Coming)> {
-        let alone = self.gate.idle.load(Ordering::SeqCst)
-            && self.gate.coming.load(Ordering::SeqCst) <= 1
-            && self.depth() == 0;
-        if !alone {
+        if !self.alone() {
             return Err((f, coming));
         }
         self.tx
@@ -365,17 +519,14 @@ impl Writer {
 const QUIET: std::time::Duration = std::time::Duration::from_millis(20);
 
 fn run(
-    mut conn: Connection,
+    shared: &Mutex<Core>,
+    gate: &Gate,
+    stats: &Stats,
     mut rx: mpsc::Receiver<Job>,
-    gate: Arc<Gate>,
     window: std::time::Duration,
-    mut dedup: Dedup,
-    stats: Arc<Stats>,
 ) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
     let mut stop = false;
-    // Rows committed since the full-text index last caught up (an estimate, for load).
-    let mut unindexed: u64 = u64::MAX; // unknown at start: catch up once idle
     let mut rebuilt: u64 = 0; // rows indexed in the current long catch-up
                               // For waiting with a timeout on the queue.
     let clock = tokio::runtime::Builder::new_current_thread()
@@ -388,56 +539,38 @@ fn run(
         let first = match rx.try_recv() {
             Ok(job) => Some(job),
             Err(mpsc::error::TryRecvError::Disconnected) => None,
-            Err(mpsc::error::TryRecvError::Empty) if unindexed > 0 => {
-                gate.idle.store(true, Ordering::SeqCst);
-                let waited = clock.block_on(async { tokio::time::timeout(QUIET, rx.recv()).await });
-                gate.idle.store(false, Ordering::SeqCst);
-                match waited {
-                    Ok(job) => job,
-                    Err(_) => {
-                        // Quiet: index what waits, then wait as long as it takes.
-                        match super::fts::index_pending(&mut conn) {
-                            Ok(n) if n < super::fts::CHUNK as u64 => {
-                                if rebuilt > 0 {
-                                    tracing::info!(
-                                        "search index: {} rows indexed, done",
-                                        rebuilt + n
-                                    );
-                                    rebuilt = 0;
-                                }
-                                unindexed = 0
-                            }
-                            Ok(n) => {
-                                // A long catch-up (a rebuilt index after an upgrade): say how far.
-                                rebuilt += n;
-                                if rebuilt % 50_000 < n {
-                                    let left = super::fts::pending(&conn).unwrap_or(0);
-                                    tracing::info!(
-                                        "search index: {rebuilt} rows indexed, {left} to go"
-                                    );
-                                }
-                            }
-                            Err(e) => {
-                                stats.error(format!(
-                                    "full-text indexing failed (retried later): {e}"
-                                ));
-                                unindexed = 0;
-                            }
-                        }
-                        continue;
-                    }
-                }
-            }
             Err(mpsc::error::TryRecvError::Empty) => {
+                // Whether anything waits to be indexed, read with the connection held so that a
+                // request storing an event itself either sees `asleep` (and wakes this thread)
+                // or has already counted its row here.
+                let unindexed = {
+                    let core = Core::lock(shared);
+                    gate.asleep.store(core.unindexed == 0, Ordering::SeqCst);
+                    core.unindexed
+                };
                 gate.idle.store(true, Ordering::SeqCst);
-                let job = rx.blocking_recv();
+                let job = if unindexed > 0 {
+                    match clock.block_on(async { tokio::time::timeout(QUIET, rx.recv()).await }) {
+                        Ok(job) => job,
+                        Err(_) => {
+                            gate.idle.store(false, Ordering::SeqCst);
+                            index_when_quiet(shared, stats, &mut rebuilt);
+                            continue;
+                        }
+                    }
+                } else {
+                    rx.blocking_recv()
+                };
                 gate.idle.store(false, Ordering::SeqCst);
+                gate.asleep.store(false, Ordering::SeqCst);
                 job
             }
         };
         let Some(first) = first else {
             break;
         };
+        let mut held = Core::lock(shared);
+        let core = &mut *held;
         let mut next = Some(first);
         let mut waited = false;
         loop {
@@ -454,8 +587,9 @@ fn run(
                     }
                     Job::Exec(f) => {
                         // Keep queue order: commit what came before, then run it alone.
-                        commit_batch(&mut conn, &mut batch, &mut dedup, &stats, rx.len());
-                        f(&mut conn);
+                        commit_batch(&mut core.conn, &mut batch, &mut core.dedup, stats, rx.len());
+                        f(&mut core.conn);
+                        checkpoint_if_due(&core.conn, stats);
                     }
                     Job::Shutdown => {
                         stop = true;
@@ -480,18 +614,26 @@ fn run(
             gate.wait(std::time::Instant::now() + window);
             next = rx.try_recv().ok();
         }
-        unindexed = unindexed.saturating_add(batch.len() as u64);
-        commit_batch(&mut conn, &mut batch, &mut dedup, &stats, rx.len());
+        if !batch.is_empty() {
+            core.unindexed = core.unindexed.saturating_add(batch.len() as u64);
+            commit_batch(&mut core.conn, &mut batch, &mut core.dedup, stats, rx.len());
+            core.last_commit = std::time::Instant::now();
+            gate.last_commit_us.store(mono_us(), Ordering::SeqCst);
+        }
         // Under sustained load, index in bulk.
-        if !stop && unindexed >= super::fts::INDEX_UNDER_LOAD {
-            match super::fts::index_pending(&mut conn) {
-                Ok(n) if n < super::fts::CHUNK as u64 => unindexed = 0,
+        if !stop && core.unindexed >= super::fts::INDEX_UNDER_LOAD {
+            match super::fts::index_pending(&mut core.conn) {
+                Ok(n) if n < super::fts::CHUNK as u64 => core.unindexed = 0,
                 Ok(_) => {}
                 Err(e) => stats.error(format!("full-text indexing failed (retried later): {e}")),
             }
         }
+        checkpoint_if_due(&core.conn, stats);
     }
-    if let Err(e) = super::fts::index_all(&mut conn) {
+    let mut core = Core::lock(shared);
+    // From here on no request stores an event itself ([`Writer::lead`]).
+    core.closed = true;
+    if let Err(e) = super::fts::index_all(&mut core.conn) {
         stats.error(format!("full-text indexing at shutdown failed: {e}"));
     }
     // Nothing more will be accepted: fail whatever raced in after the shutdown request, so its
@@ -502,10 +644,76 @@ fn run(
             let _ = reply.send(Err(WriteError::Closed));
         }
     }
-    if let Err(e) = conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE);") {
+    if let Err(e) = core.conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE);") {
         stats.error(format!("final WAL checkpoint failed: {e}"));
     }
     tracing::info!("writer stopped");
+}
+
+/// The queue stayed empty for [`QUIET`]: index what was committed meanwhile, unless a request
+/// committed an event itself in that time (then wait again). A long catch-up (a rebuilt index
+/// after an upgrade) goes chunk by chunk, saying how far it is.
+fn index_when_quiet(shared: &Mutex<Core>, stats: &Stats, rebuilt: &mut u64) {
+    let mut core = Core::lock(shared);
+    if core.last_commit.elapsed() < QUIET {
+        return;
+    }
+    match super::fts::index_pending(&mut core.conn) {
+        Ok(n) if n < super::fts::CHUNK as u64 => {
+            if *rebuilt > 0 {
+                tracing::info!("search index: {} rows indexed, done", *rebuilt + n);
+                *rebuilt = 0;
+            }
+            core.unindexed = 0
+        }
+        Ok(n) => {
+            *rebuilt += n;
+            if *rebuilt % 50_000 < n {
+                let left = super::fts::pending(&core.conn).unwrap_or(0);
+                tracing::info!("search index: {} rows indexed, {left} to go", *rebuilt);
+            }
+        }
+        Err(e) => {
+            stats.error(format!("full-text indexing failed (retried later): {e}"));
+            core.unindexed = 0;
+        }
+    }
+    checkpoint_if_due(&core.conn, stats);
+}
+
+thread_local! {
+    /// Frames in the write-ahead log after the last commit made on this thread ([`note_wal`]).
+    static WAL_FRAMES: std::cell::Cell<i64> = const { std::cell::Cell::new(0) };
+}
+
+/// The write connection's WAL hook: notes the log's size after each commit, where SQLite's
+/// automatic checkpoint would have checkpointed in the committing thread (a request's, when it
+/// stores its event itself).
+fn note_wal(_: &rusqlite::hooks::Wal, frames: std::ffi::c_int) -> rusqlite::Result<()> {
+    WAL_FRAMES.set(i64::from(frames));
+    Ok(())
+}
+
+/// Whether a commit on this thread left the log past its bound
+/// ([`super::schema::WAL_AUTOCHECKPOINT`], what SQLite's automatic checkpoint used); reading
+/// it resets it.
+fn wal_due() -> bool {
+    WAL_FRAMES.replace(0) >= super::schema::WAL_AUTOCHECKPOINT
+}
+
+/// [`checkpoint`] when the last commit on this thread left the log past its bound.
+fn checkpoint_if_due(conn: &Connection, stats: &Stats) {
+    if wal_due() {
+        checkpoint(conn, stats);
+    }
+}
+
+/// What SQLite's automatic checkpoint did: a passive checkpoint (it copies what no reader still
+/// needs and waits for nobody).
+fn checkpoint(conn: &Connection, stats: &Stats) {
+    if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
+        stats.error(format!("WAL checkpoint failed (retried later): {e}"));
+    }
 }
 
 type Pending = (Box<Prepared>, oneshot::Sender<Result<Applied, WriteError>>);
@@ -1325,6 +1533,123 @@ mod tests {
         handle.join().unwrap();
         assert_eq!(Stats::get(&stats.commits), 1);
         assert_eq!(stored_ids(&path), ["w1"]);
+    }
+
+    /// Wait (at most [`HANG`]) until the writer idles with its queue empty.
+    fn until_idle(w: &Writer) {
+        let deadline = std::time::Instant::now() + HANG;
+        while !(w.gate.idle.load(Ordering::SeqCst) && w.depth() == 0) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the writer never idled"
+            );
+            std::thread::yield_now();
+        }
+    }
+
+    /// A lone event is stored by the caller itself: committed and answered before `lead`
+    /// returns. While another event is announced, or once the writer has stopped, the event is
+    /// given back (to be queued); the writer still indexes what a leader committed.
+    #[test]
+    fn a_lone_event_is_committed_on_the_callers_thread() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("nmem.db");
+        let (writer, handle, stats) = patient_writer(&path);
+        until_idle(&writer);
+        let other = writer.coming();
+        let (reply, _rx) = oneshot::channel();
+        let f = move || Some((Box::new(event("l0", "ls")), reply));
+        let Err((_, mine)) = writer.lead(f, writer.coming()) else {
+            panic!("led while another event was announced");
+        };
+        drop((mine, other));
+        // Asleep: nothing left to index (the start's catch-up done), waiting without a timeout.
+        let deadline = std::time::Instant::now() + HANG;
+        while !(writer.gate.asleep.load(Ordering::SeqCst) && writer.may_lead()) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the writer never slept"
+            );
+            std::thread::yield_now();
+        }
+        let (reply, mut rx) = oneshot::channel();
+        let f = move || Some((Box::new(event("l1", "cargo test")), reply));
+        assert!(writer.lead(f, writer.coming()).is_ok(), "alone and idle");
+        let applied = rx
+            .try_recv()
+            .expect("answered before lead returned")
+            .unwrap();
+        assert_eq!(applied.outcome, RecordOutcome::Stored);
+        assert_eq!(stored_ids(&path), ["l1"]);
+        // The writer was asleep (nothing to index): it was woken, and indexes the row.
+        let db = Connection::open(&path).unwrap();
+        let deadline = std::time::Instant::now() + HANG;
+        while db
+            .query_row("SELECT observations_upto FROM fts_state", [], |r| {
+                r.get::<_, i64>(0)
+            })
+            .unwrap()
+            < applied.id.unwrap()
+        {
+            assert!(std::time::Instant::now() < deadline, "never indexed");
+            std::thread::yield_now();
+        }
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(writer.shutdown());
+        handle.join().unwrap();
+        let (reply, _rx) = oneshot::channel();
+        let f = move || Some((Box::new(event("l2", "make")), reply));
+        assert!(
+            writer.lead(f, writer.coming()).is_err(),
+            "stored after the writer stopped"
+        );
+        assert_eq!(Stats::get(&stats.commits), 1);
+        assert_eq!(stored_ids(&path), ["l1"]);
+    }
+
+    /// Commits made by callers never checkpoint in the caller's thread, but the log is still
+    /// checkpointed past its bound (by the writer): it does not grow without end.
+    #[test]
+    fn the_log_is_checkpointed_when_callers_commit() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("nmem.db");
+        let (writer, handle, _stats) = patient_writer(&path);
+        let mut led = 0;
+        let mut i = 0;
+        while led < 2_000 {
+            until_idle(&writer);
+            let (reply, _rx) = oneshot::channel();
+            let f = move || {
+                Some((
+                    Box::new(event(&format!("c{i}"), &format!("echo {i}"))),
+                    reply,
+                ))
+            };
+            if writer.lead(f, writer.coming()).is_ok() {
+                led += 1;
+            }
+            i += 1;
+        }
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        // A job after the last commit: the writer has taken the checkpoint it was asked for.
+        let frames = rt.block_on(writer.exec(|c| {
+            let frames: i64 = c
+                .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| r.get(1))
+                .map_err(WriteError::from)?;
+            Ok(frames)
+        }));
+        let frames = frames.unwrap();
+        assert!(
+            frames < super::super::schema::WAL_AUTOCHECKPOINT + 1_000,
+            "{frames} frames in the log after 2,000 commits: never checkpointed"
+        );
+        rt.block_on(writer.shutdown());
+        handle.join().unwrap();
+        assert_eq!(stored_ids(&path).len(), 2_000);
     }
 
     /// Announced events that never come (every one given up) do not hold the batch: it commits
