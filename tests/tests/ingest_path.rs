@@ -224,3 +224,52 @@ fn concurrent_hooks_are_each_stored_and_acknowledged() {
     assert_eq!(status.events_written, (conns * per) as u64);
     assert!(status.commits >= 1 && status.commits <= status.events_written);
 }
+
+/// A lone hook's event is prepared, committed and answered on its request's own thread
+/// (`Writer::lead`): with the ingest trace on, its line says `led`, and its row is stored by the
+/// time the hook returns (still acknowledged after its commit). Hooks one after another are each
+/// alone; at least the first, which follows no commit, is led.
+#[test]
+fn a_lone_hook_is_committed_on_its_requests_own_thread() {
+    let home = Home::new("lead");
+    let _daemon = home.start_with(|c| {
+        c.env("NMEM_TRACE_INGEST", "1");
+    });
+    let hooks = 5;
+    for n in 0..hooks {
+        let out = home.record("claude-code", &bash_event("lead", n));
+        assert!(out.status.success(), "{out:?}");
+        assert_eq!(
+            home.count(&format!(
+                "SELECT COUNT(*) FROM observations WHERE tool_use_id = 'toolu_load_lead_{n}'"
+            )),
+            1,
+            "hook {n} returned before its event was committed"
+        );
+    }
+    assert_eq!(home.spooled_events(), 0, "a hook spooled its event");
+    let trace = || {
+        std::fs::read_dir(&home.dir)
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_name().to_string_lossy().starts_with("nmemd-"))
+            .map(|e| std::fs::read_to_string(e.path()).unwrap())
+            .collect::<String>()
+    };
+    let events = |log: &str| {
+        log.lines()
+            .filter(|l| l.contains("nmem::trace: event "))
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    nmem_e2e::wait_until(
+        "the trace line of every hook",
+        Duration::from_secs(30),
+        || events(&trace()).len() >= hooks,
+    );
+    let lines = events(&trace());
+    assert!(
+        lines.iter().any(|l| l.contains(" led=")),
+        "no hook was committed on its request's thread: {lines:#?}"
+    );
+}

@@ -151,8 +151,8 @@ struct Gate {
     wake_at: AtomicU64,
     /// The writer is waiting for its next job, its queue empty ([`Writer::prepare_here`]).
     idle: std::sync::atomic::AtomicBool,
-    /// When the last commit ended ([`mono_us`]): a request leads its event only after
-    /// [`LEAD_AFTER_QUIET`] without one ([`Writer::may_lead`]).
+    /// When the last commit ended ([`mono_us`]; 0 before the first): a request leads its event
+    /// only after [`LEAD_AFTER_QUIET`] without one ([`Writer::may_lead`]).
     last_commit_us: AtomicU64,
     /// The writer waits without a timeout (nothing left to index): a request that stores an
     /// event itself wakes it, so the index catches up ([`Writer::lead`]). Read and written
@@ -361,9 +361,10 @@ impl Writer {
     /// [`Writer::alone`] and no commit ended in the last [`LEAD_AFTER_QUIET`] (no stream of
     /// events whose group commit it would split). A hint, checked again under the lock.
     pub fn may_lead(&self) -> bool {
+        // 0: nothing committed yet.
+        let last = self.gate.last_commit_us.load(Ordering::SeqCst);
         self.alone()
-            && mono_us().saturating_sub(self.gate.last_commit_us.load(Ordering::SeqCst))
-                >= LEAD_AFTER_QUIET.as_micros() as u64
+            && (last == 0 || mono_us().saturating_sub(last) >= LEAD_AFTER_QUIET.as_micros() as u64)
     }
 
     /// Store a lone event on the caller's thread: when it [`Writer::may_lead`] and the
