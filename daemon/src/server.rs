@@ -722,36 +722,30 @@ async fn drained(
     // else, when the writer is idle, prepared by the writer itself (one hand-off less);
     // otherwise on a drainer, which queues it (its announcement ending as it is queued, for
     // group commit).
-    let (here, coming) = match lead(app, here, coming) {
-        Ok(()) => {
-            trace.mark("led");
-            let written = committed.await;
-            let prep = slot.lock().unwrap_or_else(|e| e.into_inner()).take();
-            return (prep, written);
-        }
-        Err(given_back) => given_back,
-    };
-    let here: crate::store::writer::PrepareFn = Box::new(here);
-    match app.writer.prepare_here(here, coming) {
-        Ok(()) => trace.mark("to_writer"),
-        Err((here, coming)) => {
-            trace.mark("to_drainer");
-            app.prepare.push(move || match here() {
-                // A closed writer drops `reply`: answered as shutting down.
-                Some((ev, reply)) => drop(coming.enqueue_blocking(*ev, reply)),
-                None => drop(coming),
-            });
-        }
+    match lead(app, here, coming) {
+        Ok(()) => trace.mark("led"),
+        Err((here, coming)) => match app.writer.prepare_here(Box::new(here), coming) {
+            Ok(()) => trace.mark("to_writer"),
+            Err((here, coming)) => {
+                trace.mark("to_drainer");
+                app.prepare.push(move || match here() {
+                    // A closed writer drops `reply`: answered as shutting down.
+                    Some((ev, reply)) => drop(coming.enqueue_blocking(*ev, reply)),
+                    None => drop(coming),
+                });
+            }
+        },
     }
     let written = committed.await;
     let prep = slot.lock().unwrap_or_else(|e| e.into_inner()).take();
     (prep, written)
 }
 
-/// [`crate::store::writer::Writer::lead`] on this request's async worker, which is told it
-/// blocks (`block_in_place`: its other tasks move to another worker while the event is prepared,
-/// which may read a transcript, and committed). Only on a multi-threaded runtime, nmemd's: a
-/// current-thread one (some tests) cannot lend its thread, and the event is queued as usual.
+/// [`crate::store::writer::Writer::lead`] on this request's async worker, which the event's
+/// preparation and commit then hold (not `block_in_place`, which handed the worker's other
+/// tasks to another thread for every event and cost what leading saved: ARCHITECTURE.md, tenth
+/// round); the other worker keeps serving. Only on a multi-threaded runtime, nmemd's: a
+/// current-thread one (some tests) has no other worker, and the event is queued as usual.
 fn lead<F>(
     app: &App,
     f: F,
@@ -763,7 +757,7 @@ where
     use tokio::runtime::{Handle, RuntimeFlavor};
     let threaded =
         Handle::try_current().is_ok_and(|h| h.runtime_flavor() == RuntimeFlavor::MultiThread);
-    if !threaded || !app.writer.may_lead() {
+    if !threaded {
         return Err((f, coming));
     }
     app.writer.lead(f, coming)

@@ -218,8 +218,8 @@ pub fn pinned(home: &Home, event_id: &str) -> bool {
     )) == 1
 }
 
-/// `nmemctl ARGS` on `home`, which must succeed.
-pub fn ctl_ok(home: &Home, args: &[&str]) {
+/// `nmemctl ARGS` on `home`, which must succeed; its standard output.
+pub fn ctl_ok(home: &Home, args: &[&str]) -> Vec<u8> {
     let out = home
         .cmd("nmemctl")
         .args(args)
@@ -231,4 +231,5 @@ pub fn ctl_ok(home: &Home, args: &[&str]) {
         "nmemctl {args:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+    out.stdout
 }

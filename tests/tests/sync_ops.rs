@@ -11,22 +11,11 @@ use nmem_e2e::sync::{
     record, status, CONVERGE,
 };
 use nmem_e2e::{wait_until, Home, Postgres};
-use std::process::Stdio;
 
 /// `nmemctl purge --search Q --yes` on `home`: rows deleted.
 pub fn purge(home: &Home, search: &str) -> u64 {
-    let out = home
-        .cmd("nmemctl")
-        .args(["purge", "--search", search, "--yes", "--json"])
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let out = ctl_ok(home, &["purge", "--search", search, "--yes", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
     v["deleted_observations"].as_u64().unwrap() + v["deleted_prompts"].as_u64().unwrap()
 }
 

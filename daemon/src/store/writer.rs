@@ -126,8 +126,6 @@ struct Core {
     /// Rows committed since the full-text index last caught up (an estimate, for load);
     /// `u64::MAX` at start: unknown, caught up once idle.
     unindexed: u64,
-    /// When the last commit ended: the index catches up only after [`QUIET`] without one.
-    last_commit: std::time::Instant,
     /// The writer has stopped: nothing more is stored.
     closed: bool,
 }
@@ -168,6 +166,17 @@ impl Gate {
             wake_at: AtomicU64::new(u64::MAX),
             ..Gate::default()
         }
+    }
+
+    /// A commit has just ended (the writer's or a leader's).
+    fn committed(&self) {
+        self.last_commit_us.store(mono_us(), Ordering::SeqCst);
+    }
+
+    /// Whether no commit has ended for `d` (or none ever did).
+    fn quiet_for(&self, d: std::time::Duration) -> bool {
+        let last = self.last_commit_us.load(Ordering::SeqCst);
+        last == 0 || mono_us().saturating_sub(last) >= d.as_micros() as u64
     }
 
     /// An announced event is about to be queued (or was given up): no longer coming. Before
@@ -324,7 +333,6 @@ impl Writer {
             conn,
             dedup,
             unindexed: u64::MAX,
-            last_commit: std::time::Instant::now(),
             closed: false,
         }));
         let writer = Writer {
@@ -361,10 +369,7 @@ impl Writer {
     /// [`Writer::alone`] and no commit ended in the last [`LEAD_AFTER_QUIET`] (no stream of
     /// events whose group commit it would split). A hint, checked again under the lock.
     pub fn may_lead(&self) -> bool {
-        // 0: nothing committed yet.
-        let last = self.gate.last_commit_us.load(Ordering::SeqCst);
-        self.alone()
-            && (last == 0 || mono_us().saturating_sub(last) >= LEAD_AFTER_QUIET.as_micros() as u64)
+        self.alone() && self.gate.quiet_for(LEAD_AFTER_QUIET)
     }
 
     /// Store a lone event on the caller's thread: when it [`Writer::may_lead`] and the
@@ -395,8 +400,7 @@ impl Writer {
             let mut batch = vec![pending];
             commit_batch(&mut core.conn, &mut batch, &mut core.dedup, &self.stats, 0);
             core.unindexed = core.unindexed.saturating_add(1);
-            core.last_commit = std::time::Instant::now();
-            self.gate.last_commit_us.store(mono_us(), Ordering::SeqCst);
+            self.gate.committed();
             if wal_due() {
                 // Past the log's bound: the writer checkpoints, off this request's thread.
                 let stats = self.stats.clone();
@@ -555,7 +559,7 @@ fn run(
                         Ok(job) => job,
                         Err(_) => {
                             gate.idle.store(false, Ordering::SeqCst);
-                            index_when_quiet(shared, stats, &mut rebuilt);
+                            index_when_quiet(shared, gate, stats, &mut rebuilt);
                             continue;
                         }
                     }
@@ -618,8 +622,7 @@ fn run(
         if !batch.is_empty() {
             core.unindexed = core.unindexed.saturating_add(batch.len() as u64);
             commit_batch(&mut core.conn, &mut batch, &mut core.dedup, stats, rx.len());
-            core.last_commit = std::time::Instant::now();
-            gate.last_commit_us.store(mono_us(), Ordering::SeqCst);
+            gate.committed();
         }
         // Under sustained load, index in bulk.
         if !stop && core.unindexed >= super::fts::INDEX_UNDER_LOAD {
@@ -654,9 +657,9 @@ fn run(
 /// The queue stayed empty for [`QUIET`]: index what was committed meanwhile, unless a request
 /// committed an event itself in that time (then wait again). A long catch-up (a rebuilt index
 /// after an upgrade) goes chunk by chunk, saying how far it is.
-fn index_when_quiet(shared: &Mutex<Core>, stats: &Stats, rebuilt: &mut u64) {
+fn index_when_quiet(shared: &Mutex<Core>, gate: &Gate, stats: &Stats, rebuilt: &mut u64) {
     let mut core = Core::lock(shared);
-    if core.last_commit.elapsed() < QUIET {
+    if !gate.quiet_for(QUIET) {
         return;
     }
     match super::fts::index_pending(&mut core.conn) {
