@@ -9,7 +9,9 @@
 //!
 //! `-static -no-pie` after rustc's own `-static-pie` makes gcc produce a static non-PIE
 //! executable (the objects are position-independent code, which a fixed-address executable can
-//! hold). Any other target links as rustc decides.
+//! hold). Any other target links as rustc decides: with musl (`scripts/build-hook`, which builds
+//! the hook so where it can) the same comes from `-C relocation-model=static -C strip=symbols`
+//! (gcc's `-no-pie` would pick glibc's start files, and the binary would crash at once).
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");

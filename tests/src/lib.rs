@@ -40,7 +40,7 @@ fn has_binaries(d: &Path) -> bool {
 }
 
 const BUILD_HINT: &str = "build them first, from the repository's root: \
-    `. scripts/env.sh && cargo build --release --workspace --bins --locked` \
+    `. scripts/env.sh && cargo build --release --workspace --bins --locked && scripts/build-hook` \
     (scripts/test does this, then runs every test)";
 
 fn find_bin_dir() -> Result<PathBuf, String> {
