@@ -7,10 +7,11 @@
 //! reads `/proc/self/maps` (glibc's `pthread_getattr_np`), queries the CPU affinity, maps an
 //! alternate signal stack and sets two signal handlers. The arguments are read from `main`'s own
 //! `argc`/`argv` (std's `args_os` is empty here with musl, whose `.init_array` calls pass no
-//! arguments, and the hook is built with musl where it can be: see `scripts/env.sh`). What the skipped
-//! work gave: SIGPIPE is ignored before the hook writes to stdout (`record::print`; the socket is
-//! written with `MSG_NOSIGNAL`), and nothing here recurses deeply (serde_json stops at 128
-//! levels, the stdin scan is a loop), so a stack overflow stays impossible, not merely reported.
+//! arguments, and the hook is built with musl where it can be: see `scripts/build-hook`). What
+//! the skipped work gave: SIGPIPE is ignored before the hook writes to stdout (`record::print`;
+//! the socket is written with `MSG_NOSIGNAL`), and nothing here recurses deeply (serde_json stops
+//! at 128 levels, the stdin scan is a loop), so a stack overflow stays impossible, not merely
+//! reported.
 #![no_main]
 
 /// The process's entry point, called by the C runtime.

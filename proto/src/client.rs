@@ -353,13 +353,14 @@ const CONTENDED: Duration = Duration::from_micros(100);
 /// A client asleep in `read` leaves its CPU idle, and an idle CPU of a virtual machine halts: the
 /// reply then pays for waking it. Measured with `nmem-bench --hook --against` on the 2-vCPU VM,
 /// the same hook built with and without this wait, interleaved: 1.29× → 1.24× and 1.31× → 1.27×
-/// `/bin/true` (30-45 µs less a hook) for about 90 µs more CPU; with the hook linked with musl,
-/// 0.99× → 0.96× and 1.06× → 1.03× (ARCHITECTURE.md, thirteenth round). It spins only when no thread
-/// waits for a CPU ([`cpus_to_spare`]), yields to any that becomes runnable, and stops at a
-/// turn that took longer than [`CONTENDED`] (one ran): with two CPU-bound processes running, the
-/// median moved by +13-16 µs (reading `/proc/loadavg`) and p95 within noise. Without that check
-/// the yield handed the CPU to a busy process for a whole time slice (p95 4.3 → 7.1 ms in one
-/// run); without the yield (a pure busy loop) the median did not move and p95 doubled.
+/// `/bin/true` (30-45 µs less a hook) for about 90 µs more CPU; with the hook linked with
+/// musl, 0.99× → 0.96× and 1.06× → 1.03× (ARCHITECTURE.md, thirteenth round). It spins only
+/// when no thread waits for a CPU ([`cpus_to_spare`]), yields to any that becomes runnable, and
+/// stops at a turn that took longer than [`CONTENDED`] (one ran): with two CPU-bound processes
+/// running, the median moved by +13-16 µs (reading `/proc/loadavg`) and p95 within noise.
+/// Without that check the yield handed the CPU to a busy process for a whole time slice (p95 4.3
+/// → 7.1 ms in one run); without the yield (a pure busy loop) the median did not move and p95
+/// doubled.
 fn await_reply(stream: &UnixStream, until: Instant) -> bool {
     cpus_to_spare() && spin_for_reply(stream, until)
 }
