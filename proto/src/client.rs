@@ -348,7 +348,7 @@ const AWAKE: Duration = Duration::from_millis(1);
 const CONTENDED: Duration = Duration::from_micros(100);
 
 /// Wait for the reply without sleeping, until `until`: poll the socket and yield the CPU between
-/// polls. Returns whether the reply is there (or the socket closed or failed: `read` tells).
+/// polls. Whatever ends the wait, `read` comes next and tells.
 ///
 /// A client asleep in `read` leaves its CPU idle, and an idle CPU of a virtual machine halts: the
 /// reply then pays for waking it. Measured with `nmem-bench --hook --against` on the 2-vCPU VM,
@@ -361,11 +361,14 @@ const CONTENDED: Duration = Duration::from_micros(100);
 /// Without that check the yield handed the CPU to a busy process for a whole time slice (p95 4.3
 /// → 7.1 ms in one run); without the yield (a pure busy loop) the median did not move and p95
 /// doubled.
-fn await_reply(stream: &UnixStream, until: Instant) -> bool {
-    cpus_to_spare() && spin_for_reply(stream, until)
+fn await_reply(stream: &UnixStream, until: Instant) {
+    if cpus_to_spare() {
+        spin_for_reply(stream, until);
+    }
 }
 
-/// [`await_reply`]'s loop, whatever the machine's load.
+/// [`await_reply`]'s loop, whatever the machine's load: whether the reply is there (or the
+/// socket closed or failed).
 fn spin_for_reply(stream: &UnixStream, until: Instant) -> bool {
     use std::os::fd::AsRawFd;
     let mut fd = libc::pollfd {

@@ -377,8 +377,8 @@ impl Writer {
     /// run) and it is committed at once, its outcome sent on the reply `f` returns, before this
     /// returns: no thread hand-off at all (a lone hook's answer otherwise wakes the writer and
     /// then the request again). Otherwise both come back, to queue the event as usual. Blocks
-    /// for a commit: call it from a blocking context (the server wraps it in
-    /// `block_in_place`).
+    /// for a commit: the server calls it on its async worker, which the event then holds while
+    /// the other worker keeps serving (`server::lead`; `block_in_place` cost what leading saved).
     pub fn lead<F>(&self, f: F, coming: Coming) -> Result<(), (F, Coming)>
     where
         F: FnOnce() -> Option<(Box<Prepared>, Reply)>,
