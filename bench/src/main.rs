@@ -43,9 +43,9 @@ Usage:
   nmem-bench --ingest-only [--runs N] [--events N] [--rounds N]
       only a lone client's round trip (--runs requests, one at a time) and the two
       sustained-ingest lines (socket API, 8 connections, with nmemd's CPU and context switches
-      per event; parallel `nmem record`), then the same load against the two ingest floors
-      (threads and a writer thread; one thread polling), each round in a fresh daemon, N rounds
-      (default 1):
+      per event; parallel `nmem record`), then the same load against the ingest floors
+      (threads and a writer thread; one thread polling; one thread answering at once, no commit:
+      the exchange's ceiling), each round in a fresh daemon, N rounds (default 1):
       for A/B runs of the daemon's write path (NMEM_BIN_DIR picks the binaries under test).
   nmem-bench --search-only --corpus DIR [--model WHEEL_OR_DIR] [--home HOME] [--json PATH]
       only the search lines (lexical in every order, timeline, recent_context; with --model the
@@ -1419,6 +1419,10 @@ fn budgets(report: &Report, big: &str) {
         (
             "  floor of ingest: one thread polling",
             "floor_ingest_one_thread_events_per_s",
+        ),
+        (
+            "  ceiling of ingest: answering at once, no commit",
+            "floor_ingest_answer_events_per_s",
         ),
     ] {
         if let Some(v) = report.get(key) {

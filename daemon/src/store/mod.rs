@@ -6,6 +6,7 @@
 //! [`sql_trace`], per-statement SQLite counters for diagnosis (`NMEM_SQL_TRACE`).
 
 pub mod bm25;
+pub mod checkpointer;
 pub mod follow;
 pub mod fts;
 pub mod project_ids;

@@ -17,6 +17,7 @@
 //! thread ([`Writer::lead`]), so a lone hook's answer crosses no thread: prepared, committed
 //! and answered where it arrived. Either way one connection writes, one transaction at a time.
 
+use super::checkpointer::{Checkpointer, Due};
 use super::follow::{self, Generations, Inserted};
 use crate::dedup::Dedup;
 use crate::ingest::{Prepared, Record, SessionEffect};
@@ -115,6 +116,9 @@ pub struct Writer {
     gate: Arc<Gate>,
     core: Arc<Mutex<Core>>,
     stats: Arc<Stats>,
+    /// Checkpoints on their own thread and connection; None when that connection could not be
+    /// opened (an in-memory database, tests): the writer checkpoints itself.
+    ckpt: Option<Arc<Checkpointer>>,
 }
 
 /// The write connection and what storing through it keeps: held by whoever stores (the writer
@@ -325,10 +329,16 @@ impl Writer {
     ) -> (Writer, std::thread::JoinHandle<()>) {
         let (tx, rx) = mpsc::channel(capacity);
         let gate = Arc::new(Gate::new());
-        // Checkpoints run on the writer thread only, never in a request's own commit
-        // ([`Writer::lead`]): the hook replaces SQLite's automatic checkpoint with a note of
-        // the log's size, and the writer checkpoints past the same bound ([`checkpoint_if_due`]).
+        // Checkpoints never run in a request's own commit ([`Writer::lead`]): the hook
+        // replaces SQLite's automatic checkpoint with a note of the log's size, and past the
+        // same bound the checkpointer's thread copies the log back while the writer goes on;
+        // the writer copies only the small rest itself ([`checkpoint_if_due`]).
         conn.wal_hook(Some(note_wal));
+        let ckpt = conn
+            .path()
+            .filter(|p| !p.is_empty())
+            .and_then(|p| Checkpointer::spawn(std::path::Path::new(p), stats.clone()))
+            .map(Arc::new);
         let core = Arc::new(Mutex::new(Core {
             conn,
             dedup,
@@ -341,17 +351,19 @@ impl Writer {
             gate,
             core,
             stats,
+            ckpt,
         };
         // Not a clone of the writer: its sender would keep the queue open after every handle
         // is dropped.
-        let (core, gate, stats) = (
+        let (core, gate, stats, ckpt) = (
             writer.core.clone(),
             writer.gate.clone(),
             writer.stats.clone(),
+            writer.ckpt.clone(),
         );
         let handle = std::thread::Builder::new()
             .name("nmem-writer".into())
-            .spawn(move || run(&core, &gate, &stats, rx, window))
+            .spawn(move || run(&core, &gate, &stats, ckpt.as_deref(), rx, window))
             .expect("spawn writer thread");
         (writer, handle)
     }
@@ -401,8 +413,9 @@ impl Writer {
             commit_batch(&mut core.conn, &mut batch, &mut core.dedup, &self.stats, 0);
             core.unindexed = core.unindexed.saturating_add(1);
             self.gate.committed();
-            if wal_due() {
-                // Past the log's bound: the writer checkpoints, off this request's thread.
+            if log_due(self.ckpt.as_deref()) == Due::Here {
+                // The rest of the log to copy back: the writer does it, off this request's
+                // thread.
                 let stats = self.stats.clone();
                 let _ = self
                     .tx
@@ -527,6 +540,7 @@ fn run(
     shared: &Mutex<Core>,
     gate: &Gate,
     stats: &Stats,
+    ckpt: Option<&Checkpointer>,
     mut rx: mpsc::Receiver<Job>,
     window: std::time::Duration,
 ) {
@@ -559,7 +573,7 @@ fn run(
                         Ok(job) => job,
                         Err(_) => {
                             gate.idle.store(false, Ordering::SeqCst);
-                            index_when_quiet(shared, gate, stats, &mut rebuilt);
+                            index_when_quiet(shared, gate, stats, ckpt, &mut rebuilt);
                             continue;
                         }
                     }
@@ -594,7 +608,7 @@ fn run(
                         // Keep queue order: commit what came before, then run it alone.
                         commit_batch(&mut core.conn, &mut batch, &mut core.dedup, stats, rx.len());
                         f(&mut core.conn);
-                        checkpoint_if_due(&core.conn, stats);
+                        checkpoint_if_due(&core.conn, stats, ckpt);
                     }
                     Job::Shutdown => {
                         stop = true;
@@ -632,7 +646,11 @@ fn run(
                 Err(e) => stats.error(format!("full-text indexing failed (retried later): {e}")),
             }
         }
-        checkpoint_if_due(&core.conn, stats);
+        checkpoint_if_due(&core.conn, stats, ckpt);
+    }
+    // Its pass (if any) ends first: the last checkpoint below is the writer's, alone.
+    if let Some(c) = ckpt {
+        c.stop();
     }
     let mut core = Core::lock(shared);
     // From here on no request stores an event itself ([`Writer::lead`]).
@@ -657,7 +675,13 @@ fn run(
 /// The queue stayed empty for [`QUIET`]: index what was committed meanwhile, unless a request
 /// committed an event itself in that time (then wait again). A long catch-up (a rebuilt index
 /// after an upgrade) goes chunk by chunk, saying how far it is.
-fn index_when_quiet(shared: &Mutex<Core>, gate: &Gate, stats: &Stats, rebuilt: &mut u64) {
+fn index_when_quiet(
+    shared: &Mutex<Core>,
+    gate: &Gate,
+    stats: &Stats,
+    ckpt: Option<&Checkpointer>,
+    rebuilt: &mut u64,
+) {
     let mut core = Core::lock(shared);
     if !gate.quiet_for(QUIET) {
         return;
@@ -682,7 +706,7 @@ fn index_when_quiet(shared: &Mutex<Core>, gate: &Gate, stats: &Stats, rebuilt: &
             core.unindexed = 0;
         }
     }
-    checkpoint_if_due(&core.conn, stats);
+    checkpoint_if_due(&core.conn, stats, ckpt);
 }
 
 thread_local! {
@@ -698,16 +722,22 @@ fn note_wal(_: &rusqlite::hooks::Wal, frames: std::ffi::c_int) -> rusqlite::Resu
     Ok(())
 }
 
-/// Whether a commit on this thread left the log past its bound
-/// ([`super::schema::WAL_AUTOCHECKPOINT`], what SQLite's automatic checkpoint used); reading
-/// it resets it.
-fn wal_due() -> bool {
-    WAL_FRAMES.replace(0) >= super::schema::WAL_AUTOCHECKPOINT
+/// What the last commit on this thread asks of the log (reading the note resets it): past its
+/// bound ([`super::schema::WAL_AUTOCHECKPOINT`], what SQLite's automatic checkpoint used) the
+/// checkpointer is asked for a pass, and [`Due::Here`] when the writer should copy the rest
+/// itself; without a checkpointer, the writer checkpoints past the bound.
+fn log_due(ckpt: Option<&Checkpointer>) -> Due {
+    let frames = WAL_FRAMES.replace(0);
+    match ckpt {
+        Some(c) => c.after_commit(frames),
+        None if frames >= super::schema::WAL_AUTOCHECKPOINT => Due::Here,
+        None => Due::Nothing,
+    }
 }
 
-/// [`checkpoint`] when the last commit on this thread left the log past its bound.
-fn checkpoint_if_due(conn: &Connection, stats: &Stats) {
-    if wal_due() {
+/// On the writer thread, after its commit or job: [`checkpoint`] when [`log_due`] says so.
+fn checkpoint_if_due(conn: &Connection, stats: &Stats, ckpt: Option<&Checkpointer>) {
+    if log_due(ckpt) == Due::Here {
         checkpoint(conn, stats);
     }
 }
