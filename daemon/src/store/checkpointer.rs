@@ -10,11 +10,13 @@
 //! What this thread cannot do alone is let the log start over: SQLite rewinds the log only when
 //! a write transaction begins with every frame already copied back, and a writer committing all
 //! along keeps adding frames behind the checkpoint. So the thread chases the log (another pass
-//! while more than [`RESIDUAL`] frames are left, each pass shorter than the one before), then
-//! says the rest is small; the writer copies that rest itself right after one of its commits
-//! (about a millisecond, not thirty), and its next transaction starts the log over. Should the
-//! thread fall far behind ([`HARD_BOUND`]: starved of CPU, or unable to open its connection),
-//! the writer checkpoints itself, as it always did.
+//! while the last one copied more than [`RESIDUAL`] frames and the passes keep getting shorter,
+//! at most [`MAX_PASSES`]), syncs the database file (SQLite syncs it only in a pass that reaches
+//! the end of the log, which under load is the writer's), then hands the rest over; the writer
+//! copies it right after one of its commits (a few milliseconds at most, not thirty), and its
+//! next transaction starts the log over. Should the thread fall far behind ([`HARD_BOUND`]:
+//! starved of CPU, a slow disk, or unable to open its connection), the writer takes over and
+//! checkpoints itself, as it always did.
 
 use crate::stats::Stats;
 use rusqlite::{Connection, OpenFlags};
@@ -24,9 +26,17 @@ use std::sync::{Arc, Condvar, Mutex};
 /// Frames a pass may leave for the writer to copy itself (about 1 MB: a millisecond or so).
 pub const RESIDUAL: i64 = 256;
 
-/// Past this many frames in the log the writer checkpoints itself after its commit, whatever
-/// this thread is doing: the log's size stays bounded even if the thread cannot keep up.
+/// Past this many frames in the log the writer checkpoints itself after its commits, and this
+/// thread stops chasing: the log's size stays bounded even if the thread cannot keep up.
 pub const HARD_BOUND: i64 = 4 * super::schema::WAL_AUTOCHECKPOINT;
+
+/// The most passes in one chase: on a slow disk a pass's syncs take long enough for the writer
+/// to add as much again, and the chase would never end.
+pub const MAX_PASSES: u32 = 6;
+
+/// Frames the writer may have added since the hand-over and still copy the rest itself;
+/// beyond that (a large maintenance job committed meanwhile) the thread chases again.
+pub const HANDOVER_SLACK: i64 = 4 * RESIDUAL;
 
 /// What the thread that just committed should do about the log ([`Checkpointer::after_commit`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,9 +55,14 @@ struct State {
     asked: bool,
     /// A pass (or a chase of passes) is running.
     running: bool,
-    /// The last chase left at most [`RESIDUAL`] frames for the writer to copy (perhaps none:
-    /// then the writer copies what it committed since).
-    rest_small: bool,
+    /// The log's size when the last chase handed the rest over to the writer (at most
+    /// [`RESIDUAL`] frames, or what [`MAX_PASSES`] left; perhaps none: then the writer copies
+    /// what it committed since).
+    handed_over: Option<i64>,
+    /// The log passed [`HARD_BOUND`]: the writer checkpoints itself, the thread does not chase.
+    taken_over: bool,
+    /// Frames of this log copied back by the thread's last pass (0 once the log started over).
+    copied_back: i64,
     stop: bool,
 }
 
@@ -86,9 +101,18 @@ impl Checkpointer {
             woken: Condvar::new(),
         });
         let s = shared.clone();
+        let db = path.to_path_buf();
         let thread = std::thread::Builder::new()
             .name("nmem-checkpoint".into())
-            .spawn(move || run(&conn, &s, &stats))
+            .spawn({
+                let stats = stats.clone();
+                move || run(&conn, &db, &s, &stats)
+            })
+            .inspect_err(|e| {
+                stats.error(format!(
+                    "could not start the checkpoint thread (the writer checkpoints): {e}"
+                ))
+            })
             .ok()?;
         Some(Checkpointer {
             shared,
@@ -102,35 +126,66 @@ impl Checkpointer {
     pub fn after_commit(&self, frames: i64) -> Due {
         let mut st = self.shared.lock();
         if frames < super::schema::WAL_AUTOCHECKPOINT {
-            // Within the bound (the log started over, or never grew): a rest reported for an
-            // older log means nothing now.
+            // Within the bound (the log started over, or never grew): a hand-over or take-over
+            // for an older log means nothing now.
             if frames > 0 {
-                st.rest_small = false;
+                st.handed_over = None;
+                st.taken_over = false;
+                st.copied_back = 0;
             }
             return Due::Nothing;
         }
         if frames >= HARD_BOUND {
+            // Until the log starts over; a pass running now ends the chase.
+            st.taken_over = true;
+            st.handed_over = None;
             return Due::Here;
         }
-        if st.rest_small {
-            st.rest_small = false;
-            return Due::Here;
+        if let Some(at) = st.handed_over.take() {
+            if frames.saturating_sub(at) <= HANDOVER_SLACK {
+                return Due::Here;
+            }
         }
-        if !st.running && !st.asked {
+        if !st.running && !st.asked && !st.taken_over {
             st.asked = true;
-            self.shared.woken.notify_one();
+            self.shared.woken.notify_all();
         }
         Due::Nothing
+    }
+
+    /// What [`Due::Here`] asks, on the writer's connection `conn`: wait for the thread's pass
+    /// if one runs (a checkpoint cannot run beside another; past [`HARD_BOUND`] the thread ends
+    /// its chase after that pass, and the writer adds nothing meanwhile, so the log stops
+    /// growing), then one passive checkpoint, after which the writer's next transaction starts
+    /// the log over. Only on the writer thread: it blocks for a pass.
+    pub fn checkpoint_here(&self, conn: &Connection) -> rusqlite::Result<()> {
+        {
+            let mut st = self.shared.lock();
+            while st.running {
+                st = self
+                    .shared
+                    .woken
+                    .wait(st)
+                    .unwrap_or_else(|e| e.into_inner());
+            }
+        }
+        pass(conn).map(|_| ())
     }
 
     /// Stop the thread (after the pass it is running, if any) and close its connection.
     pub fn stop(&self) {
         self.shared.lock().stop = true;
-        self.shared.woken.notify_one();
+        self.shared.woken.notify_all();
         let handle = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take();
         if let Some(h) = handle {
             let _ = h.join();
         }
+    }
+
+    /// Whether a chase is asked for and not started (tests).
+    #[cfg(test)]
+    pub(crate) fn asked(&self) -> bool {
+        self.shared.lock().asked
     }
 
     /// Wait until no pass is asked for or running (tests).
@@ -180,14 +235,17 @@ fn lower_priority() {
     }
 }
 
-/// One passive checkpoint: (frames in the log, frames copied back).
-fn pass(conn: &Connection) -> rusqlite::Result<(i64, i64)> {
+/// One passive checkpoint: (frames in the log, frames copied back), or None when another
+/// checkpoint held the log (the writer's, maintenance's, another process's): a passive one
+/// never waits for it.
+pub(crate) fn pass(conn: &Connection) -> rusqlite::Result<Option<(i64, i64)>> {
     conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
-        Ok((r.get(1)?, r.get(2)?))
+        let busy: i64 = r.get(0)?;
+        Ok((busy == 0).then_some((r.get(1)?, r.get(2)?)))
     })
 }
 
-fn run(conn: &Connection, shared: &Shared, stats: &Stats) {
+fn run(conn: &Connection, db: &Path, shared: &Shared, stats: &Stats) {
     lower_priority();
     loop {
         {
@@ -199,40 +257,73 @@ fn run(conn: &Connection, shared: &Shared, stats: &Stats) {
                 return;
             }
             st.asked = false;
+            if st.taken_over {
+                continue;
+            }
             st.running = true;
         }
-        // Frames copied back before this pass.
-        let mut before = 0;
-        let rest = loop {
-            match pass(conn) {
-                Ok((log, done)) => {
-                    let (rest, copied) = (log - done, done - before);
-                    before = done;
-                    // Chase: a pass that copied many frames took long enough for the writer to
-                    // add a good share of them again, so another pass takes those, until one
-                    // copies only a few. Stop when a pass gets nowhere: a reader still on an
-                    // old snapshot (the next commit asks again), or the log started over.
-                    let small = rest <= RESIDUAL && copied <= RESIDUAL;
-                    if small || copied <= 0 || shared.lock().stop {
-                        break Some(rest);
-                    }
-                }
+        let handed = match chase(conn, shared, stats) {
+            // SQLite syncs the database file only in a pass that reaches the end of the log:
+            // under load, the writer's. Synced here, the writer's sync has only its rest to
+            // write.
+            Some(log) => match std::fs::File::open(db).and_then(|f| f.sync_data()) {
+                Ok(()) => Some(log),
                 Err(e) => {
-                    stats.error(format!("WAL checkpoint failed (retried later): {e}"));
-                    break None;
+                    stats.error(format!("syncing the database after a checkpoint: {e}"));
+                    None
                 }
-            }
+            },
+            None => None,
         };
         let mut st = shared.lock();
         st.running = false;
-        // Even a pass that copied everything leaves the rest to the writer: it has most likely
-        // begun its next transaction during the pass (a pass syncs twice; the writer commits
-        // every few hundred microseconds under load), so that transaction cannot start the log
-        // over, and what it adds is copied by the writer once it has committed.
-        st.rest_small = rest.is_some_and(|r| r <= RESIDUAL);
-        // For whoever waits for the pass to end (tests).
+        if !st.taken_over {
+            st.handed_over = handed;
+        }
+        // For whoever waits for the chase to end (tests).
         shared.woken.notify_all();
     }
+}
+
+/// Passes until one copies only a few frames, the passes stop getting shorter, or
+/// [`MAX_PASSES`]: the log's size at the last pass, to hand the rest over; None when there is
+/// nothing to hand over (a pass found another checkpoint running or failed, a reader on an old
+/// snapshot held more than a small rest back, or the writer took over or is stopping).
+fn chase(conn: &Connection, shared: &Shared, stats: &Stats) -> Option<i64> {
+    let mut before_copied = i64::MAX;
+    for n in 1..=MAX_PASSES {
+        let (log, done) = match pass(conn) {
+            Ok(Some(r)) => r,
+            Ok(None) => return None,
+            Err(e) => {
+                stats.error(format!("WAL checkpoint failed (retried later): {e}"));
+                return None;
+            }
+        };
+        let copied = {
+            let mut st = shared.lock();
+            // A log that started over since counts from its start.
+            let copied = done - st.copied_back.min(done);
+            st.copied_back = done;
+            if st.stop || st.taken_over {
+                return None;
+            }
+            copied
+        };
+        let rest = log - done;
+        if copied <= 0 && rest > RESIDUAL {
+            // Held back by a reader: the next commit asks again.
+            return None;
+        }
+        // A pass that copied many frames took long enough for the writer to add a good share of
+        // them again: another pass takes those, while each copies fewer than the one before.
+        let small = rest <= RESIDUAL && copied <= RESIDUAL;
+        if small || copied >= before_copied || n == MAX_PASSES {
+            return Some(log);
+        }
+        before_copied = copied;
+    }
+    None
 }
 
 #[cfg(test)]
@@ -304,7 +395,8 @@ mod tests {
 
     /// A pass that cannot copy everything (a reader still on an older snapshot, as a commit
     /// racing the pass would leave) leaves the small rest to the writer: the next commit past
-    /// the bound is told to checkpoint here, once; a log past the hard bound always is.
+    /// the bound is told to checkpoint here, once; past the hard bound the writer always is,
+    /// and the thread is not asked again until the log starts over.
     #[test]
     fn a_small_rest_is_left_to_the_writer_and_the_hard_bound_holds() {
         let tmp = tempfile::tempdir().unwrap();
@@ -334,11 +426,67 @@ mod tests {
         let frames = commit(&c, 1);
         assert_eq!(ckpt.after_commit(frames), Due::Nothing);
         ckpt.wait_idle();
-        // A log that started over forgets a rest reported for the old one.
+        // A log that started over forgets a rest handed over for the old one.
         assert_eq!(ckpt.after_commit(5), Due::Nothing);
         assert_eq!(ckpt.after_commit(WAL_AUTOCHECKPOINT + 1), Due::Nothing);
+        assert!(ckpt.asked(), "a new log past the bound asks for a chase");
         ckpt.wait_idle();
+        assert_eq!(ckpt.after_commit(5), Due::Nothing);
+        // Past the hard bound: the writer's, every time, and the thread is left alone.
         assert_eq!(ckpt.after_commit(HARD_BOUND), Due::Here);
+        assert_eq!(ckpt.after_commit(HARD_BOUND + 1), Due::Here);
+        assert_eq!(ckpt.after_commit(WAL_AUTOCHECKPOINT + 1), Due::Nothing);
+        assert!(
+            !ckpt.asked(),
+            "taken over: no chase until the log starts over"
+        );
+        assert_eq!(ckpt.after_commit(5), Due::Nothing);
+        assert_eq!(ckpt.after_commit(WAL_AUTOCHECKPOINT + 1), Due::Nothing);
+        assert!(
+            ckpt.asked(),
+            "a log that started over is the thread's again"
+        );
         reader.execute_batch("COMMIT").unwrap();
+    }
+
+    /// The real case: the writer commits all along while the thread chases. The writer copies
+    /// a rest after a commit (handed over, or past the hard bound when the thread could not
+    /// keep up, as on a machine this busy), and the log starts over, never much past the hard
+    /// bound.
+    #[test]
+    fn a_log_written_all_along_is_handed_over_and_starts_over() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("c.db");
+        let c = writer_conn(&path);
+        let ckpt = Checkpointer::spawn(&path, Arc::new(Stats::default())).unwrap();
+        let (mut most, mut handed, mut started_over) = (0, 0, 0);
+        let mut past = false;
+        for _ in 0..200_000 {
+            let frames = commit(&c, 8);
+            most = most.max(frames);
+            if past && frames < WAL_AUTOCHECKPOINT {
+                started_over += 1;
+                past = false;
+                if started_over == 3 {
+                    break;
+                }
+            }
+            past |= frames >= WAL_AUTOCHECKPOINT;
+            if ckpt.after_commit(frames) == Due::Here {
+                handed += 1;
+                ckpt.checkpoint_here(&c).unwrap();
+            }
+        }
+        assert_eq!(
+            started_over, 3,
+            "the log never started over ({most} frames at most)"
+        );
+        assert!(handed >= 3, "the writer never copied a rest");
+        // Past the hard bound the writer takes over at its next commit, waiting for the
+        // thread's pass: the log never grows further.
+        assert!(
+            most < HARD_BOUND + 100,
+            "{most} frames: nothing bounded the log"
+        );
     }
 }

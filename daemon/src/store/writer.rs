@@ -416,10 +416,10 @@ impl Writer {
             if log_due(self.ckpt.as_deref()) == Due::Here {
                 // The rest of the log to copy back: the writer does it, off this request's
                 // thread.
-                let stats = self.stats.clone();
-                let _ = self
-                    .tx
-                    .try_send(Job::Exec(Box::new(move |c| checkpoint(c, &stats))));
+                let (stats, ckpt) = (self.stats.clone(), self.ckpt.clone());
+                let _ = self.tx.try_send(Job::Exec(Box::new(move |c| {
+                    checkpoint(c, &stats, ckpt.as_deref())
+                })));
             } else if self.gate.asleep.load(Ordering::SeqCst) {
                 // The writer waits with nothing to index: wake it, so the index catches up
                 // once quiet. Best effort: a full queue wakes it anyway.
@@ -738,14 +738,20 @@ fn log_due(ckpt: Option<&Checkpointer>) -> Due {
 /// On the writer thread, after its commit or job: [`checkpoint`] when [`log_due`] says so.
 fn checkpoint_if_due(conn: &Connection, stats: &Stats, ckpt: Option<&Checkpointer>) {
     if log_due(ckpt) == Due::Here {
-        checkpoint(conn, stats);
+        checkpoint(conn, stats, ckpt);
     }
 }
 
-/// What SQLite's automatic checkpoint did: a passive checkpoint (it copies what no reader still
-/// needs and waits for nobody).
-fn checkpoint(conn: &Connection, stats: &Stats) {
-    if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
+/// What SQLite's automatic checkpoint did, on the writer thread: a passive checkpoint (it copies
+/// what no reader still needs), after the checkpointer's pass if one runs
+/// ([`Checkpointer::checkpoint_here`]). Another checkpoint holding the log (maintenance's, another
+/// process's) is no failure: the next commit past the bound tries again.
+fn checkpoint(conn: &Connection, stats: &Stats, ckpt: Option<&Checkpointer>) {
+    let done = match ckpt {
+        Some(c) => c.checkpoint_here(conn),
+        None => super::checkpointer::pass(conn).map(|_| ()),
+    };
+    if let Err(e) = done {
         stats.error(format!("WAL checkpoint failed (retried later): {e}"));
     }
 }
