@@ -153,15 +153,17 @@ impl Checkpointer {
         Due::Nothing
     }
 
-    /// What [`Due::Here`] asks, on the writer's connection `conn`: wait for the thread's pass
-    /// if one runs (a checkpoint cannot run beside another; past [`HARD_BOUND`] the thread ends
-    /// its chase after that pass, and the writer adds nothing meanwhile, so the log stops
-    /// growing), then one passive checkpoint, after which the writer's next transaction starts
-    /// the log over. Only on the writer thread: it blocks for a pass.
+    /// What [`Due::Here`] asks, on the writer's connection `conn`: one passive checkpoint, after
+    /// which the writer's next transaction starts the log over. Past [`HARD_BOUND`] it first
+    /// waits for the thread's pass if one runs (a checkpoint cannot run beside another; the
+    /// thread ends its chase after that pass, and the writer adds nothing meanwhile, so the log
+    /// stops growing). A hand-over's rest never waits: a pass found running then (a new chase,
+    /// asked since) leaves it to the next commit. Only on the writer thread: it may block for a
+    /// pass.
     pub fn checkpoint_here(&self, conn: &Connection) -> rusqlite::Result<()> {
         {
             let mut st = self.shared.lock();
-            while st.running {
+            while st.taken_over && st.running {
                 st = self
                     .shared
                     .woken
@@ -235,6 +237,16 @@ fn lower_priority() {
     }
 }
 
+/// Sync the database file's data, opened as the database is (never through a symlink).
+fn sync_file(db: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(db)?
+        .sync_data()
+}
+
 /// One passive checkpoint: (frames in the log, frames copied back), or None when another
 /// checkpoint held the log (the writer's, maintenance's, another process's): a passive one
 /// never waits for it.
@@ -266,7 +278,7 @@ fn run(conn: &Connection, db: &Path, shared: &Shared, stats: &Stats) {
             // SQLite syncs the database file only in a pass that reaches the end of the log:
             // under load, the writer's. Synced here, the writer's sync has only its rest to
             // write.
-            Some(log) => match std::fs::File::open(db).and_then(|f| f.sync_data()) {
+            Some(log) => match sync_file(db) {
                 Ok(()) => Some(log),
                 Err(e) => {
                     stats.error(format!("syncing the database after a checkpoint: {e}"));
@@ -303,7 +315,11 @@ fn chase(conn: &Connection, shared: &Shared, stats: &Stats) -> Option<i64> {
         let copied = {
             let mut st = shared.lock();
             // A log that started over since counts from its start.
-            let copied = done - st.copied_back.min(done);
+            let copied = if done >= st.copied_back {
+                done - st.copied_back
+            } else {
+                done
+            };
             st.copied_back = done;
             if st.stop || st.taken_over {
                 return None;
