@@ -379,11 +379,16 @@ mod tests {
         FRAMES.get()
     }
 
-    /// Past the bound, one request starts a pass on the checkpointer's thread (the committing
-    /// thread copies nothing) and a pass that copied the whole log lets the next commit start
-    /// the log over; a log within the bound asks nothing.
-    #[test]
-    fn the_log_is_copied_back_off_the_committing_thread_and_starts_over() {
+    /// A database whose log has just passed its bound (nothing copied back yet), with a
+    /// checkpointer on it: the folder (kept for the test's length), the database's path, the
+    /// writing connection, the checkpointer, and the frames in the log.
+    fn past_the_bound() -> (
+        tempfile::TempDir,
+        std::path::PathBuf,
+        Connection,
+        Checkpointer,
+        i64,
+    ) {
         let tmp = tempfile::tempdir().unwrap();
         let path = tmp.path().join("c.db");
         let c = writer_conn(&path);
@@ -395,6 +400,15 @@ mod tests {
                 assert_eq!(ckpt.after_commit(frames), Due::Nothing);
             }
         }
+        (tmp, path, c, ckpt, frames)
+    }
+
+    /// Past the bound, one request starts a pass on the checkpointer's thread (the committing
+    /// thread copies nothing) and a pass that copied the whole log lets the next commit start
+    /// the log over; a log within the bound asks nothing.
+    #[test]
+    fn the_log_is_copied_back_off_the_committing_thread_and_starts_over() {
+        let (_tmp, _, c, ckpt, frames) = past_the_bound();
         // Nothing copied back yet: SQLite checkpoints nothing by itself with a WAL hook set.
         assert!(commit(&c, 1) > frames);
         assert_eq!(ckpt.after_commit(frames), Due::Nothing, "the thread's job");
@@ -415,14 +429,7 @@ mod tests {
     /// and the thread is not asked again until the log starts over.
     #[test]
     fn a_small_rest_is_left_to_the_writer_and_the_hard_bound_holds() {
-        let tmp = tempfile::tempdir().unwrap();
-        let path = tmp.path().join("c.db");
-        let c = writer_conn(&path);
-        let ckpt = Checkpointer::spawn(&path, Arc::new(Stats::default())).unwrap();
-        let mut frames = 0;
-        while frames < WAL_AUTOCHECKPOINT {
-            frames = commit(&c, 500);
-        }
+        let (_tmp, path, c, ckpt, _) = past_the_bound();
         // A reader pins the log as it is now; then a few more frames.
         let reader = Connection::open(&path).unwrap();
         reader.execute_batch("BEGIN").unwrap();
@@ -471,12 +478,9 @@ mod tests {
     /// bound.
     #[test]
     fn a_log_written_all_along_is_handed_over_and_starts_over() {
-        let tmp = tempfile::tempdir().unwrap();
-        let path = tmp.path().join("c.db");
-        let c = writer_conn(&path);
-        let ckpt = Checkpointer::spawn(&path, Arc::new(Stats::default())).unwrap();
-        let (mut most, mut handed, mut started_over) = (0, 0, 0);
-        let mut past = false;
+        let (_tmp, _, c, ckpt, frames) = past_the_bound();
+        let (mut most, mut handed, mut started_over) = (frames, 0, 0);
+        let mut past = true;
         for _ in 0..200_000 {
             let frames = commit(&c, 8);
             most = most.max(frames);
