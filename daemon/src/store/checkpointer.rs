@@ -232,8 +232,7 @@ fn lower_priority() {
     // SAFETY: plain system calls on this thread's own id; a failure only leaves the priority
     // as it was.
     unsafe {
-        let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
-        libc::setpriority(libc::PRIO_PROCESS, tid, 10);
+        libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, 10);
     }
 }
 
