@@ -15,4 +15,5 @@ pub mod schema;
 pub mod sql_trace;
 pub mod terms;
 pub mod upgrade;
+pub mod walbuf;
 pub mod writer;

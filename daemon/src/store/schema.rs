@@ -100,9 +100,13 @@ pub fn open_writer(path: &Path) -> Result<Connection, OpenError> {
         source,
     };
     // NOFOLLOW: a database path that is a symlink is refused, not followed to another file.
-    let mut conn =
-        Connection::open_with_flags(path, OpenFlags::default() | OpenFlags::SQLITE_OPEN_NOFOLLOW)
-            .map_err(sql)?;
+    let flags = OpenFlags::default() | OpenFlags::SQLITE_OPEN_NOFOLLOW;
+    // The log's frames of a commit in one write (`walbuf`).
+    let mut conn = match super::walbuf::register() {
+        Some(vfs) => Connection::open_with_flags_and_vfs(path, flags, vfs),
+        None => Connection::open_with_flags(path, flags),
+    }
+    .map_err(sql)?;
     conn.busy_timeout(std::time::Duration::from_secs(5))
         .map_err(sql)?;
     // Refuse a newer file before anything (even the journal mode) is changed.
