@@ -499,3 +499,48 @@ fn a_megabyte_without_delimiters_does_not_hang() {
         .expect("redaction of 1 MB finished within the deadline");
     assert_eq!(n, 45_000);
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2000))]
+
+    /// The byte loop finds exactly what the candidate regex it replaced finds, over text made
+    /// of token bytes, `=` runs, delimiters and multi-byte characters.
+    #[test]
+    fn entropy_candidates_are_the_regex_matches(parts in proptest::collection::vec(proptest::prop_oneof![
+        "[A-Za-z0-9+/_-]{1,30}",
+        "={1,4}",
+        "[ .:\"'\n]{1,2}",
+        "[é✓🔑]",
+        "AKIA[A-Z0-9]{16}",
+    ], 0..24)) {
+        let s: String = parts.concat();
+        let re = regex::Regex::new(r"[A-Za-z0-9+/_\-]{20,}={0,2}").unwrap();
+        let want: Vec<_> = re.find_iter(&s).map(|m| m.range()).collect();
+        let got: Vec<_> = entropy_candidates(&s).collect();
+        proptest::prop_assert_eq!(got, want);
+    }
+}
+
+/// Timing of the candidate scan against the regex it replaced (not a test of speed: it asserts
+/// nothing; run with `--ignored --nocapture` to print the figures).
+#[test]
+#[ignore]
+fn entropy_candidate_scan_timing() {
+    let s: String = (0..40)
+        .map(|i| format!(" ✓ src/routes/invoices.test.ts > case {i} passes (1000042)\n"))
+        .collect();
+    let re = regex::Regex::new(r"[A-Za-z0-9+/_\-]{20,}={0,2}").unwrap();
+    let n = 20_000;
+    let t = std::time::Instant::now();
+    let mut k = 0;
+    for _ in 0..n {
+        k += re.find_iter(std::hint::black_box(&s)).count();
+    }
+    let a = t.elapsed() / n;
+    let t = std::time::Instant::now();
+    for _ in 0..n {
+        k += entropy_candidates(std::hint::black_box(&s)).count();
+    }
+    let b = t.elapsed() / n;
+    println!("{} bytes: regex {a:?}, byte loop {b:?} ({k})", s.len());
+}
