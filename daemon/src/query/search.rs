@@ -935,8 +935,8 @@ impl Plan {
     /// lower than the text; `bm25()`'s score, its phrase counts remembered per index state
     /// when `sig` is given: [`bm25`]). Binds the signature, the query, then the project. With
     /// `in_set`, the project is checked by `nmem_in_project` on each match (the caller runs the
-    /// statement under [`project_ids::with_filter`]), else by a join on the (id, project) index:
-    /// the same rows, without a B-tree probe per match walked.
+    /// statement under [`project_ids::with_filter`]: no B-tree probe per match walked), else by
+    /// [`project_join`]: the same rows.
     fn matches(
         &self,
         table: &str,
@@ -970,11 +970,10 @@ impl Plan {
             ),
             Some(p) => {
                 args.push(Sql::Text(p.clone()));
+                let join = project_join(table);
                 format!(
                     "WITH m AS (SELECT {table}_fts.rowid AS id, nmem_bm25({table}_fts, 1.0, {w:.3}, ?) AS score FROM {table}_fts \
-                     JOIN {table} x INDEXED BY idx_{short}_id_project ON x.id = {table}_fts.rowid \
-                     WHERE {table}_fts MATCH ? AND x.project = ? ORDER BY {table}_fts.rowid {dir}{limit})",
-                    short = if table == "observations" { "obs" } else { "prompts" }
+                     {join} WHERE {table}_fts MATCH ? AND x.project = ? ORDER BY {table}_fts.rowid {dir}{limit})"
                 )
             }
         }
@@ -1566,6 +1565,19 @@ fn same_word(a: &str, b: &str) -> bool {
     long.starts_with(&short[..stem])
 }
 
+/// The join that gives each full-text match of `table` its project as `x.project`, where the
+/// project's id set does not fit ([`project_ids::MAX_BYTES`]): observations by rowid (their
+/// `(id, project)` index went in migration 022: every insert paid for it), prompts from that
+/// compact index.
+fn project_join(table: &str) -> String {
+    let by = if table == "observations" {
+        ""
+    } else {
+        "INDEXED BY idx_prompts_id_project "
+    };
+    format!("JOIN {table} x {by}ON x.id = {table}_fts.rowid")
+}
+
 /// Whether SQLite refused an FTS5 query's syntax (the user's to fix), not failed reading.
 pub fn is_fts_syntax(e: &rusqlite::Error) -> bool {
     let msg = e.to_string();
@@ -1581,6 +1593,65 @@ pub fn is_fts_syntax(e: &rusqlite::Error) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The project join of a search beyond the id sets runs on a database migrated to the
+    /// latest schema, finds exactly the project's matches, and looks each one up by its key.
+    #[test]
+    fn the_project_join_finds_the_projects_matches_by_their_keys() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = crate::store::schema::open_writer(&dir.path().join("nmem.db")).unwrap();
+        c.execute_batch(
+            "INSERT INTO sessions (id, harness, project, cwd, started_at)
+               VALUES ('s', 'claude-code', 'api', '/w/api', 1), ('t', 'claude-code', 'web', '/w/web', 1);",
+        )
+        .unwrap();
+        for (i, (session, project)) in [("s", "api"), ("t", "web"), ("s", "api"), ("t", "web")]
+            .into_iter()
+            .enumerate()
+        {
+            c.execute(
+                "INSERT INTO observations (session_id, timestamp, obs_type, source_event, content, project, harness)
+                 VALUES (?1, ?2, 'command', 'PostToolUse', 'cargo test invoices', ?3, 'claude-code')",
+                rusqlite::params![session, i as i64, project],
+            )
+            .unwrap();
+            c.execute(
+                "INSERT INTO prompts (session_id, timestamp, source, content, project, harness)
+                 VALUES (?1, ?2, 'user', 'fix the invoices', ?3, 'claude-code')",
+                rusqlite::params![session, i as i64, project],
+            )
+            .unwrap();
+        }
+        crate::store::fts::index_all(&mut c).unwrap();
+        for table in ["observations", "prompts"] {
+            let sql = format!(
+                "SELECT {table}_fts.rowid FROM {table}_fts {} WHERE {table}_fts MATCH 'invoices' AND x.project = ?1 ORDER BY {table}_fts.rowid",
+                project_join(table)
+            );
+            let ids: Vec<i64> = c
+                .prepare(&sql)
+                .unwrap()
+                .query_map(["web"], |r| r.get(0))
+                .unwrap()
+                .collect::<Result<_, _>>()
+                .unwrap();
+            assert_eq!(ids, [2, 4], "{table}");
+            let plan: Vec<String> = c
+                .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+                .unwrap()
+                .query_map(["web"], |r| r.get(3))
+                .unwrap()
+                .collect::<Result<_, _>>()
+                .unwrap();
+            let lookup = plan.iter().find(|d| d.contains("SEARCH x")).unwrap();
+            let key = if table == "observations" {
+                "INTEGER PRIMARY KEY"
+            } else {
+                "idx_prompts_id_project"
+            };
+            assert!(lookup.contains(key), "{table}: {plan:?}");
+        }
+    }
 
     #[test]
     fn title_words_are_the_same_in_their_forms() {

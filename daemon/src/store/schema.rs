@@ -30,6 +30,7 @@ const LATER_SQL: &[&str] = &[
     include_str!("../../../migrations/019_knowledge_sync.sql"),
     include_str!("../../../migrations/020_sync_backfill.sql"),
     include_str!("../../../migrations/021_sync_received.sql"),
+    include_str!("../../../migrations/022_ingest_indexes.sql"),
 ];
 
 /// The migrations before 006, for tests that build a database as older versions wrote it.
