@@ -103,8 +103,12 @@ struct Gathered {
     start: i64,
     /// Where the last write to the file ended (gathered or not); -1 when unknown.
     end: i64,
-    /// The size of a page, learnt from the first header and page written in turn.
+    /// The size of a page, read from the log's header (0: not known, nothing is gathered).
     page: usize,
+    /// A write of gathered bytes failed from here: every later write beyond it fails too,
+    /// until SQLite writes at or before it again (or truncates), so no commit is ever built on
+    /// frames that are not in the file.
+    lost: Option<i64>,
     /// The last gathered header is a commit frame's: write out once its page is here.
     commit: bool,
     /// The last gathered item is a header whose page has not come yet.
@@ -118,6 +122,7 @@ impl Gathered {
             start: 0,
             end: -1,
             page: 0,
+            lost: None,
             commit: false,
             header_open: false,
         }
@@ -206,11 +211,48 @@ unsafe fn flush(file: *mut ffi::sqlite3_file) -> c_int {
         );
         at += n;
     }
-    g.bytes.clear();
     if rc != ffi::SQLITE_OK {
+        // An I/O error, never "disk full": SQLite then rolls the whole transaction back (a full
+        // disk rolls back only the statement, and the transaction's later commit would count
+        // frames that were dropped here).
+        g.lost = Some(g.start);
         g.end = -1;
+        g.bytes.clear();
+        return ffi::SQLITE_IOERR_WRITE;
     }
+    g.bytes.clear();
     rc
+}
+
+/// The log's page size from its header in the file (0 when it has none yet).
+unsafe fn read_page_size(file: *mut ffi::sqlite3_file) -> usize {
+    let mut h = [0u8; 32];
+    let rc = (methods(file).xRead.expect("files read"))(
+        inner(file),
+        h.as_mut_ptr() as *mut c_void,
+        32,
+        0,
+    );
+    if rc != ffi::SQLITE_OK {
+        return 0;
+    }
+    page_size_of(&h)
+}
+
+/// The page size a log header (its first 32 bytes) names, or 0 when it is not one.
+fn page_size_of(h: &[u8]) -> usize {
+    if h.len() < 32 {
+        return 0;
+    }
+    let be = |i: usize| u32::from_be_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]);
+    if !matches!(be(0), 0x377f0682 | 0x377f0683) {
+        return 0;
+    }
+    match be(8) {
+        1 => 65536,
+        n if (512..=32768).contains(&n) && n.is_power_of_two() => n as usize,
+        _ => 0,
+    }
 }
 
 unsafe extern "C" fn write(
@@ -221,11 +263,26 @@ unsafe extern "C" fn write(
 ) -> c_int {
     let data = std::slice::from_raw_parts(buf as *const u8, amount.max(0) as usize);
     let g = gathered(file);
+    if let Some(lost) = g.lost {
+        if offset > lost {
+            return ffi::SQLITE_IOERR_WRITE;
+        }
+        g.lost = None;
+    }
     let appends = g.end >= 0 && offset == g.end;
-    let header = appends && data.len() == FRAME_HEADER && !g.header_open;
-    // The first page after a header says the page size (512 bytes at least).
-    let page =
-        appends && g.header_open && (data.len() == g.page || (g.page == 0 && data.len() >= 512));
+    if appends && g.page == 0 && data.len() == FRAME_HEADER && g.bytes.is_empty() {
+        g.page = read_page_size(file);
+    }
+    let g = gathered(file);
+    // A frame header starts where a frame does (a 24-byte rest of a page split at a sync point
+    // does not); its page follows it.
+    let header = appends
+        && data.len() == FRAME_HEADER
+        && !g.header_open
+        && g.page > 0
+        && offset >= 32
+        && (offset - 32) % (g.page + FRAME_HEADER) as i64 == 0;
+    let page = appends && g.header_open && data.len() == g.page;
     if header || page {
         if g.bytes.is_empty() {
             g.start = offset;
@@ -239,9 +296,6 @@ unsafe extern "C" fn write(
             return ffi::SQLITE_OK;
         }
         g.header_open = false;
-        if g.page == 0 {
-            g.page = data.len();
-        }
         if g.commit || g.bytes.len() >= MAX_GATHERED {
             return flush(file);
         }
@@ -254,6 +308,10 @@ unsafe extern "C" fn write(
     counted();
     let rc = (methods(file).xWrite.expect("files write"))(inner(file), buf, amount, offset);
     let g = gathered(file);
+    if offset == 0 && rc == ffi::SQLITE_OK {
+        // The log's header: its page size.
+        g.page = page_size_of(data);
+    }
     g.end = if rc == ffi::SQLITE_OK {
         offset + i64::from(amount)
     } else {
@@ -296,9 +354,19 @@ unsafe extern "C" fn truncate(file: *mut ffi::sqlite3_file, size: i64) -> c_int 
     }
     // The log starts over: its next write is its header, written as it comes.
     gathered(file).end = -1;
+    gathered(file).lost = None;
     (methods(file).xTruncate.expect("files truncate"))(inner(file), size)
 }
-after_flush!(sync(flags: c_int) => xSync);
+unsafe extern "C" fn sync(file: *mut ffi::sqlite3_file, flags: c_int) -> c_int {
+    let rc = flush(file);
+    if rc != ffi::SQLITE_OK {
+        return rc;
+    }
+    if gathered(file).lost.is_some() {
+        return ffi::SQLITE_IOERR_WRITE;
+    }
+    (methods(file).xSync.expect("files sync"))(inner(file), flags)
+}
 after_flush!(file_size(size: *mut i64) => xFileSize);
 after_flush!(lock(level: c_int) => xLock);
 after_flush!(unlock(level: c_int) => xUnlock);
@@ -423,5 +491,132 @@ mod tests {
             let ok: String = again.query_row("PRAGMA integrity_check", [], |r| r.get(0)).unwrap();
             prop_assert_eq!(ok, "ok");
         }
+    }
+
+    /// synchronous=FULL with padding (psow=0, page 1024 < sector 4096): the sync point
+    /// falls 24 bytes before the end of a padding frame; those 24 bytes are "gathered" as a
+    /// frame header and stay in memory after SQLite published the commit.
+    #[test]
+    fn the_rest_of_a_page_split_at_a_sync_point_is_in_the_file_when_published() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.db");
+        let uri = format!("file:{}?psow=0", path.display());
+        let c =
+            Connection::open_with_flags_and_vfs(&uri, OpenFlags::default(), register().unwrap())
+                .unwrap();
+        c.pragma_update(None, "page_size", 1024).unwrap();
+        c.pragma_update(None, "journal_mode", "WAL").unwrap();
+        c.pragma_update(None, "synchronous", "NORMAL").unwrap();
+        c.pragma_update(None, "wal_autocheckpoint", 0).unwrap();
+        c.execute_batch(
+            "CREATE TABLE t(k INTEGER PRIMARY KEY, v INTEGER); INSERT INTO t VALUES (1, 0);",
+        )
+        .unwrap();
+        c.wal_hook(Some(note));
+        // 32 + 468*1048 = 3072 (mod 4096): after a one-frame commit as frame 468 the sync
+        // point is 1024 bytes into the padding frame 469, i.e. 24 bytes before its end.
+        let mut i = 0;
+        let mut step = 0;
+        while FRAMES.get() + step < 468 {
+            let before = FRAMES.get();
+            c.execute("UPDATE t SET v = ?1 WHERE k = 1", [i]).unwrap();
+            step = FRAMES.get() - before;
+            i += 1;
+        }
+        assert_eq!(FRAMES.get() + step, 468, "step {step}");
+        c.pragma_update(None, "synchronous", "FULL").unwrap();
+        c.execute("UPDATE t SET v = -1 WHERE k = 1", []).unwrap();
+        eprintln!("step {step}, frames now {}", FRAMES.get());
+        let n = FRAMES.get();
+        let size = std::fs::metadata(dir.path().join("t.db-wal"))
+            .unwrap()
+            .len() as i64;
+        let r = Connection::open_with_flags(&path, OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap();
+        let got = r.query_row("SELECT v FROM t WHERE k = 1", [], |r| r.get::<_, i64>(0));
+        assert_eq!(
+            size,
+            32 + n * 1048,
+            "frames {n} published, reader got {got:?}"
+        );
+        assert_eq!(got.unwrap(), -1);
+    }
+
+    static FAIL_WAL_WRITES: std::sync::atomic::AtomicBool =
+        std::sync::atomic::AtomicBool::new(false);
+
+    unsafe extern "C" fn failing_pwrite64(
+        fd: c_int,
+        buf: *const c_void,
+        n: usize,
+        off: i64,
+    ) -> isize {
+        if FAIL_WAL_WRITES.load(std::sync::atomic::Ordering::SeqCst) {
+            let link = std::fs::read_link(format!("/proc/self/fd/{fd}")).unwrap_or_default();
+            if link.to_string_lossy().ends_with("late-write.db-wal") {
+                *libc::__errno_location() = libc::ENOSPC;
+                return -1;
+            }
+        }
+        libc::pwrite64(fd, buf, n, off)
+    }
+
+    /// Spilled frames whose write fails when a read writes them out (a full disk): the whole
+    /// transaction is rolled back, as when the spill's own write fails without this VFS; a
+    /// statement rollback would keep it, and its commit would count frames not in the file.
+    #[test]
+    fn a_write_that_fails_late_rolls_the_transaction_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("late-write.db");
+        let c = writer(&path);
+        c.execute_batch(
+            "PRAGMA cache_size = 20; CREATE TABLE u(k INTEGER PRIMARY KEY, v BLOB UNIQUE);",
+        )
+        .unwrap();
+        let wal = dir.path().join("late-write.db-wal");
+        c.execute_batch("BEGIN").unwrap();
+        for i in 0..100u32 {
+            let mut v = vec![0u8; 3000];
+            v[..4].copy_from_slice(&i.to_le_bytes());
+            c.execute("INSERT INTO t(v) VALUES (?1)", [v]).unwrap();
+        }
+        let spilled = std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0);
+        unsafe {
+            let real = ffi::sqlite3_vfs_find(std::ptr::null());
+            let set = (*real).xSetSystemCall.unwrap();
+            let f: unsafe extern "C" fn(c_int, *const c_void, usize, i64) -> isize =
+                failing_pwrite64;
+            assert_eq!(
+                set(
+                    real,
+                    c"pwrite".as_ptr(),
+                    Some(std::mem::transmute::<
+                        unsafe extern "C" fn(c_int, *const c_void, usize, i64) -> isize,
+                        unsafe extern "C" fn(),
+                    >(f))
+                ),
+                0
+            );
+        }
+        FAIL_WAL_WRITES.store(true, std::sync::atomic::Ordering::SeqCst);
+        let e = c.execute("INSERT INTO u(v) SELECT v FROM t", []);
+        FAIL_WAL_WRITES.store(false, std::sync::atomic::Ordering::SeqCst);
+        unsafe {
+            let real = ffi::sqlite3_vfs_find(std::ptr::null());
+            ((*real).xSetSystemCall.unwrap())(real, c"pwrite".as_ptr(), None);
+        }
+        eprintln!(
+            "wal size after spills {spilled}; statement: {e:?}; autocommit {}",
+            c.is_autocommit()
+        );
+        let kept = !c.is_autocommit();
+        if kept {
+            c.execute_batch("COMMIT").unwrap();
+        }
+        let r = Connection::open_with_flags(&path, OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap();
+        let n = r.query_row("SELECT count(*) FROM t", [], |r| r.get::<_, i64>(0));
+        let ok = r.query_row("PRAGMA integrity_check", [], |r| r.get::<_, String>(0));
+        eprintln!("reader: count {n:?}, integrity {ok:?}");
+        assert_eq!(ok.unwrap(), "ok");
+        assert_eq!(n.unwrap(), if kept { 100 } else { 0 });
     }
 }
