@@ -61,8 +61,9 @@ pub fn register() -> Option<&'static CStr> {
                 return false;
             }
             let mut vfs: ffi::sqlite3_vfs = std::ptr::read(real);
+            // Room for a log file (the default's file after our header), which also holds any
+            // other file (the default's, from the start).
             vfs.szOsFile = (std::mem::size_of::<LogFile>() as c_int)
-                .max((*real).szOsFile)
                 .max(std::mem::offset_of!(LogFile, real) as c_int + (*real).szOsFile);
             vfs.zName = NAME.as_ptr();
             vfs.pNext = std::ptr::null_mut();
@@ -189,8 +190,9 @@ unsafe fn gathered<'a>(file: *mut ffi::sqlite3_file) -> &'a mut Gathered {
     &mut (*(file as *mut LogFile)).gathered
 }
 
-/// Writes out what is gathered. On failure nothing gathered is kept: SQLite learns of it from
-/// the call that asked (the commit frame's write, or the next operation on the file).
+/// Writes out what is gathered. On failure nothing gathered is kept, the call that asked (the
+/// commit frame's write, or the next operation on the file) returns an I/O error, and the loss
+/// sticks (`Gathered::lost`).
 unsafe fn flush(file: *mut ffi::sqlite3_file) -> c_int {
     let g = gathered(file);
     g.commit = false;
