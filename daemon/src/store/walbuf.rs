@@ -543,9 +543,13 @@ mod tests {
         assert_eq!(got.unwrap(), -1);
     }
 
+    // Linux only: the failure is injected through glibc's `pwrite64` and `errno`, and the log
+    // is recognised by its `/proc/self/fd` link.
+    #[cfg(target_os = "linux")]
     static FAIL_WAL_WRITES: std::sync::atomic::AtomicBool =
         std::sync::atomic::AtomicBool::new(false);
 
+    #[cfg(target_os = "linux")]
     unsafe extern "C" fn failing_pwrite64(
         fd: c_int,
         buf: *const c_void,
@@ -566,6 +570,7 @@ mod tests {
     /// transaction is rolled back, as when the spill's own write fails without this VFS; a
     /// statement rollback would keep it, and its commit would count frames not in the file.
     #[test]
+    #[cfg(target_os = "linux")]
     fn a_write_that_fails_late_rolls_the_transaction_back() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("late-write.db");
