@@ -36,8 +36,9 @@ use tokio::sync::{Notify, Semaphore};
 /// How many times its size a body of 1 MiB or more reserves of the in-flight budget.
 pub const LARGE_BODY_WEIGHT: usize = 4;
 
-/// Descriptors kept for the database, its WAL and readers, spool files, logs and the embedder.
-pub const FD_RESERVE: u64 = 64;
+/// Descriptors kept for the database, its WAL and readers, spool files, logs and the embedder
+/// (64), and the transcripts the tailer keeps open (`reasoning::WATCHED`).
+pub const FD_RESERVE: u64 = 64 + crate::ingest::reasoning::WATCHED as u64;
 
 /// The bounds in force; built once from `[limits]`.
 pub struct Limits {

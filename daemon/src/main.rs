@@ -221,10 +221,13 @@ fn run() -> anyhow::Result<()> {
     );
 
     // Memory stays small and flat (docs/design.md §6: 64 MB at 1M observations): few threads, and
-    // glibc's per-thread malloc arenas capped, since each would keep its own free memory.
+    // glibc's per-thread malloc arenas capped, since each keeps its own free memory: at 8 (one
+    // per thread that allocates on the event path) rather than 2, where the threads contended
+    // for the arenas' locks (6% of nmemd's CPU per event under ingest); `malloc_trim` after a
+    // large body trims every arena (ARCHITECTURE.md, seventeenth round).
     #[cfg(target_env = "gnu")]
     unsafe {
-        libc::mallopt(libc::M_ARENA_MAX, 2);
+        libc::mallopt(libc::M_ARENA_MAX, 8);
     }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

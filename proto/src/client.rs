@@ -265,7 +265,7 @@ impl Conn {
         let mut buf = Vec::with_capacity(1024);
         let mut chunk = [0u8; 8192];
         let header_end = loop {
-            stream.set_read_timeout(Some(remaining()?))?;
+            wait_readable(stream, remaining()?)?;
             let n = read_some(stream, &mut chunk)?;
             if n == 0 {
                 return Err(io::Error::new(
@@ -317,7 +317,7 @@ impl Conn {
             } else if chunked && body.ends_with(b"0\r\n\r\n") {
                 break;
             }
-            stream.set_read_timeout(Some(remaining()?))?;
+            wait_readable(stream, remaining()?)?;
             let n = read_some(stream, &mut chunk)?;
             if n == 0 {
                 if content_length.is_some() || chunked {
@@ -428,6 +428,40 @@ fn runnable_at_most(loadavg: &[u8], cpus: usize) -> bool {
 #[cfg(not(target_os = "linux"))]
 fn cpus_to_spare() -> bool {
     false
+}
+
+/// Wait until `stream` has something to read (or is closed or failed: the read then says
+/// which), at most `timeout`. A `poll` rather than a blocking `recv` under `SO_RCVTIMEO`: a
+/// thread blocked in `recv` on a Unix stream socket is woken, for nothing, each time the
+/// daemon reads this client's request (the kernel then wakes every waiter of the client's
+/// socket to say there is room to write), while `poll(POLLIN)` is woken by the reply only.
+/// One system call either way.
+fn wait_readable(stream: &UnixStream, timeout: Duration) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let mut fd = libc::pollfd {
+        fd: stream.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let ms = timeout.as_millis().clamp(1, i32::MAX as u128) as i32;
+    loop {
+        // SAFETY: one valid pollfd we own, for the duration of the call.
+        match unsafe { libc::poll(&mut fd, 1, ms) } {
+            0 => {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "nmemd did not answer in time",
+                ))
+            }
+            n if n > 0 => return Ok(()),
+            _ => {
+                let e = io::Error::last_os_error();
+                if e.kind() != io::ErrorKind::Interrupted {
+                    return Err(e);
+                }
+            }
+        }
+    }
 }
 
 fn read_some(stream: &mut UnixStream, buf: &mut [u8]) -> io::Result<usize> {
@@ -564,6 +598,74 @@ mod tests {
         ] {
             assert!(!runnable_at_most(junk, 64));
         }
+    }
+
+    #[test]
+    fn waiting_to_read_ends_with_the_reply_its_bound_or_the_peer() {
+        let (mut daemon, client) = UnixStream::pair().unwrap();
+        let e = wait_readable(&client, Duration::from_millis(20)).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::TimedOut);
+        assert_eq!(e.to_string(), "nmemd did not answer in time");
+        daemon.write_all(b"HTTP/1.1 200 OK\r\n").unwrap();
+        // A wait that ignored the socket would run for the hour.
+        wait_readable(&client, Duration::from_secs(3600)).unwrap();
+        let (daemon, client) = UnixStream::pair().unwrap();
+        drop(daemon);
+        // Hung up: readable (end of file), which `read` then reports.
+        wait_readable(&client, Duration::from_secs(3600)).unwrap();
+    }
+
+    /// A daemon on the other end of a pair: reads one request, then runs `answer` on the
+    /// stream.
+    fn daemon(
+        answer: impl FnOnce(&mut UnixStream) + Send + 'static,
+    ) -> (Conn, std::thread::JoinHandle<()>) {
+        let (mut d, c) = UnixStream::pair().unwrap();
+        let t = std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            let mut got = Vec::new();
+            while find(&got, b"\r\n\r\n").is_none() {
+                let n = d.read(&mut buf).unwrap();
+                assert!(n > 0, "the client went away before its request");
+                got.extend_from_slice(&buf[..n]);
+            }
+            answer(&mut d);
+        });
+        let conn = Conn {
+            stream: c,
+            keep_alive: true,
+            spin: false,
+        };
+        (conn, t)
+    }
+
+    #[test]
+    fn a_kept_alive_connection_reads_a_reply_in_pieces_and_times_out_on_none() {
+        let (mut conn, t) = daemon(|d| {
+            // The pauses only make the pieces likely to arrive apart; the reply is whole either way.
+            d.write_all(b"HTTP/1.1 200 OK\r\ncontent-le").unwrap();
+            std::thread::sleep(Duration::from_millis(5));
+            d.write_all(b"ngth: 5\r\n\r\nhel").unwrap();
+            std::thread::sleep(Duration::from_millis(5));
+            d.write_all(b"lo").unwrap();
+        });
+        let r = conn
+            .request("GET", "/v1/status", &[], b"", Duration::from_secs(3600))
+            .unwrap();
+        assert_eq!((r.status, &r.body[..]), (200, &b"hello"[..]));
+        t.join().unwrap();
+
+        // A daemon that reads the request and never answers: the request's own bound ends it.
+        let (hold, release) = std::sync::mpsc::channel::<()>();
+        let (mut conn, t) = daemon(move |_| {
+            let _ = release.recv();
+        });
+        let e = conn
+            .request("GET", "/v1/status", &[], b"", Duration::from_millis(50))
+            .unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::TimedOut);
+        drop(hold);
+        t.join().unwrap();
     }
 
     #[test]

@@ -273,3 +273,69 @@ fn a_lone_hook_is_committed_on_its_requests_own_thread() {
         "no hook was committed on its request's thread: {lines:#?}"
     );
 }
+
+/// A transcript that grows between hooks, as Claude Code's does (the assistant's message with
+/// its thinking is written before the tool call's hook fires): each hook's event is stored with
+/// the thinking written just before it, linked to it, whether the transcript was read on a
+/// drainer or, through the descriptor a drainer opened moments before, on the request's worker
+/// (`reasoning::Tailer::here`).
+#[test]
+fn a_growing_transcript_is_read_with_each_hook() {
+    use std::io::Write;
+    let home = Home::new("grow");
+    let _daemon = home.start();
+    let session = "5b0c1e9a-2f47-4d3b-a8e6-91c4d7f02b35";
+    let path = home.dir.join(format!("{session}.jsonl"));
+    let mut transcript = std::fs::File::create(&path).unwrap();
+    writeln!(
+        transcript,
+        "{}",
+        serde_json::json!({"type": "user", "sessionId": session,
+            "message": {"role": "user", "content": "make the invoice totals round half to even"}})
+    )
+    .unwrap();
+    let steps = 8;
+    for n in 0..steps {
+        let thought = format!("step {n}: check how the totals of invoice batch {n} are rounded");
+        writeln!(
+            transcript,
+            "{}",
+            serde_json::json!({"type": "assistant", "sessionId": session, "uuid": format!("u-grow-{n}"),
+                "timestamp": format!("2026-11-28T09:{:02}:00.000Z", 10 + n),
+                "message": {"id": format!("msg_grow_{n}"), "role": "assistant",
+                    "content": [{"type": "thinking", "thinking": thought}]}})
+        )
+        .unwrap();
+        let payload = serde_json::json!({
+            "session_id": session,
+            "transcript_path": path.to_str().unwrap(),
+            "cwd": "/home/dev/projects/invoices",
+            "hook_event_name": "PostToolUse",
+            "tool_name": "Bash",
+            "tool_input": {"command": format!("cargo test -p totals batch_{n}")},
+            "tool_response": {"stdout": "test result: ok. 3 passed", "stderr": "", "interrupted": false},
+            "tool_use_id": format!("toolu_grow_{n}"),
+        });
+        let out = home.record("claude-code", payload.to_string().as_bytes());
+        assert!(out.status.success(), "{out:?}");
+        assert_eq!(
+            home.count("SELECT COUNT(*) FROM prompts WHERE source = 'agent'"),
+            n as i64 + 1,
+            "hook {n} returned before the thinking written before it was stored"
+        );
+        let linked: String = home
+            .db()
+            .query_row(
+                "SELECT p.content FROM observations o JOIN prompts p ON p.id = o.prompt_id
+                 WHERE o.tool_use_id = ?1",
+                [format!("toolu_grow_{n}")],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(
+            linked, thought,
+            "hook {n}'s call is linked to its own reasoning"
+        );
+    }
+    assert_eq!(home.spooled_events(), 0, "a hook spooled its event");
+}

@@ -228,10 +228,21 @@ impl Ingest {
     }
 }
 
-/// What [`Ingest::disk_free`] found: preparing reads nothing from disk; the project, when the
-/// event gets as far as needing one.
+/// What [`Ingest::disk_free`] found: preparing opens nothing; the project, when the event gets
+/// as far as needing one, and what may be read of its transcript, when it names one to tail.
 #[derive(Debug, Clone)]
-pub struct DiskFree(Option<Project>);
+pub struct DiskFree {
+    project: Option<Project>,
+    transcript: Option<reasoning::Here>,
+}
+
+impl DiskFree {
+    /// An event that fails before anything would be read.
+    const FAILS: DiskFree = DiskFree {
+        project: None,
+        transcript: None,
+    };
+}
 
 /// Why an event cannot be prepared.
 #[derive(Debug, thiserror::Error)]
@@ -261,35 +272,48 @@ impl Ingest {
         Ok(h::parse(&raw.payload)?)
     }
 
-    /// Whether the rest of preparing `value` reads nothing from disk, and if so the project it
-    /// needs (from the cache; [`Ingest::prepare_parsed`] takes it so it cannot look it up
-    /// again). `None` when preparing would read the disk, which the async workers must not
-    /// (a slow file system would stall every request on them): a project not yet cached (its
-    /// git root is looked up), a SessionStart (the branch is read), or a transcript to tail.
+    /// Whether the rest of preparing `value` opens no file, and if so the project it needs (from
+    /// the cache; [`Ingest::prepare_parsed`] takes it so it cannot look it up again) and what
+    /// may be read of its transcript. `None` when preparing would open files, which the async
+    /// workers must not (a slow file system would stall every request on them): a project not
+    /// yet cached (its git root is looked up), a SessionStart (the branch is read), or a
+    /// transcript to tail that a drainer has not just looked at ([`reasoning::Tailer::here`]:
+    /// its growth is read through a descriptor a drainer opened, on a local file system only).
     /// Also `Some` for a payload that fails before any of these (its error is reported as
     /// usual: nothing is read to find it). The one routing predicate of `POST /v1/events`.
     pub fn disk_free(&self, raw: &RawEvent, value: &Value) -> Option<DiskFree> {
         let Ok(env) = h::envelope(raw.harness, value) else {
-            return Some(DiskFree(None));
+            return Some(DiskFree::FAILS);
         };
         let Some(event) = env.event else {
-            return Some(DiskFree(None));
+            return Some(DiskFree::FAILS);
         };
         if event == Event::SessionStart {
             return None;
         }
-        let tails = harness::of(raw.harness).transcript
-            && value
-                .get("transcript_path")
-                .and_then(Value::as_str)
-                .is_some_and(|p| reasoning::safe_transcript_path(p).is_some());
-        if tails {
+        let transcript = match Self::transcript_to_tail(raw.harness, value) {
+            Some(path) => Some(self.tailer.here(env.session_id, path)?),
+            None => None,
+        };
+        if bounds::check_cwd(env.cwd).is_err() {
+            return Some(DiskFree::FAILS);
+        }
+        self.projects.cached(env.cwd).map(|p| DiskFree {
+            project: Some(p),
+            transcript,
+        })
+    }
+
+    /// The transcript the tailer would read for this payload: Claude Code's `transcript_path`,
+    /// when the tailer accepts it.
+    fn transcript_to_tail(harness: Harness, value: &Value) -> Option<&str> {
+        if !harness::of(harness).transcript {
             return None;
         }
-        if bounds::check_cwd(env.cwd).is_err() {
-            return Some(DiskFree(None));
-        }
-        self.projects.cached(env.cwd).map(|p| DiskFree(Some(p)))
+        value
+            .get("transcript_path")
+            .and_then(Value::as_str)
+            .filter(|p| reasoning::safe_transcript_path(p).is_some())
     }
 
     /// [`Ingest::prepare`] from the parsed payload. `cached`: what [`Ingest::disk_free`] said
@@ -308,7 +332,11 @@ impl Ingest {
         let raw_obj = value.as_object().expect("envelope checked it is an object");
         bounds::check_cwd(env.cwd).map_err(PrepareError::TooLong)?;
         let disk_free = cached.is_some();
-        let mut project = match cached.and_then(|c| c.0) {
+        let (cached, here) = match cached {
+            Some(c) => (c.project, c.transcript),
+            None => (None, None),
+        };
+        let mut project = match cached {
             Some(p) => p,
             None => self.projects.resolve(env.cwd),
         };
@@ -374,15 +402,14 @@ impl Ingest {
         }
         // Reasoning first: it is older than the event that brought it. Read whole, cut once
         // redacted.
-        let tail = match (
-            harness::of(raw.harness).transcript,
-            raw_obj.get("transcript_path").and_then(Value::as_str),
-        ) {
-            (true, Some(path)) if !disk_free => {
+        let tail = match (Self::transcript_to_tail(raw.harness, value), here) {
+            (Some(path), _) if !disk_free => {
                 self.tailer.tail(env.session_id, path, usize::MAX, || {
                     (self.stored_offset)(env.session_id)
                 })
             }
+            // On a worker: through what a drainer opened, opening nothing.
+            (Some(_), Some(here)) => self.tailer.tail_here(env.session_id, &here, usize::MAX),
             _ => reasoning::Tail::default(),
         };
         let mut prepared = Prepared {

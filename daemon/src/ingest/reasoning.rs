@@ -10,10 +10,9 @@
 use super::text::truncate;
 use serde_json::Value;
 use std::collections::HashMap;
-use std::io::{Read, Seek, SeekFrom};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Component, Path};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// The most read from a transcript for one event; the rest waits for the next one.
@@ -36,15 +35,57 @@ pub struct Tail {
     pub offset: Option<u64>,
 }
 
-/// Per-session read offsets, cached in memory; the database keeps the committed ones.
+/// How long what a drainer learnt about a session's transcript (its open descriptor, or that
+/// there is nothing to read) lets later events of the session be prepared on their worker:
+/// after it, the next event goes to a drainer again, which opens the path anew (a transcript
+/// replaced under the same name is seen then).
+pub const WATCH_FOR: Duration = Duration::from_millis(250);
+/// The most an async worker reads of a transcript for one event; more growth goes to a drainer.
+pub const READ_HERE: u64 = 64 * 1024;
+/// The most sessions whose transcript is watched at once (each an open descriptor at most,
+/// counted in the connections' descriptor reserve, `conn::FD_RESERVE`).
+pub const WATCHED: usize = 32;
+
+/// Per-session read offsets, cached in memory; the database keeps the committed ones. And, for
+/// the sessions of the last [`WATCH_FOR`] (at most [`WATCHED`]), what their transcript is, so that their next events
+/// read its growth without opening anything (see [`Tailer::here`]).
 #[derive(Default)]
 pub struct Tailer {
     offsets: Mutex<HashMap<String, u64>>,
+    watched: Mutex<HashMap<String, Watch>>,
+    /// [`WATCH_FOR`], or what a test sets.
+    watch_for: Option<Duration>,
+}
+
+/// What a drainer found at a session's transcript path.
+struct Watch {
+    path: String,
+    seen: Instant,
+    file: Option<Arc<std::fs::File>>,
+}
+
+/// What an async worker may read of a session's transcript without opening anything, from
+/// [`Tailer::here`]; [`Tailer::tail_here`] reads it.
+#[derive(Debug, Clone)]
+pub enum Here {
+    /// Missing, or not a regular file of the user's: nothing to read.
+    Nothing,
+    /// The transcript's descriptor, on a local file system, and its length a moment ago.
+    Open(Arc<std::fs::File>),
 }
 
 impl Tailer {
+    /// A tailer whose drainers' findings hold for `d` instead of [`WATCH_FOR`] (tests).
+    #[cfg(test)]
+    pub fn watching_for(d: Duration) -> Tailer {
+        Tailer {
+            watch_for: Some(d),
+            ..Tailer::default()
+        }
+    }
+
     /// Read what `path` gained since `session`'s last offset. `stored` gives the committed offset
-    /// the first time a session is seen.
+    /// the first time a session is seen. Opens the path: on a blocking thread only.
     pub fn tail(
         &self,
         session: &str,
@@ -52,21 +93,28 @@ impl Tailer {
         max_chars: usize,
         stored: impl FnOnce() -> u64,
     ) -> Tail {
-        let Some(path) = safe_transcript_path(path) else {
+        let Some(safe) = safe_transcript_path(path) else {
             return Tail::default();
         };
-        let Ok(mut file) = std::fs::OpenOptions::new()
+        let file = match std::fs::OpenOptions::new()
             .read(true)
             .custom_flags(nmem_proto::paths::NOFOLLOW_FLAGS)
-            .open(path)
-        else {
-            return Tail::default();
+            .open(safe)
+        {
+            Ok(f) => f,
+            Err(e) => {
+                if e.kind() == std::io::ErrorKind::NotFound {
+                    self.watch(session, path, None);
+                }
+                return Tail::default();
+            }
         };
         let Ok(meta) = file.metadata() else {
             return Tail::default();
         };
         // Only the user's own regular files.
         if !meta.is_file() || meta.uid() != unsafe { libc::geteuid() } {
+            self.watch(session, path, None);
             return Tail::default();
         }
         // The committed offset is a database read: only for a transcript there is to read (a
@@ -76,7 +124,66 @@ impl Tailer {
             let cached = self.offsets.lock().unwrap().get(session).copied();
             cached.unwrap_or_else(stored)
         };
-        let len = meta.len();
+        let tail = self.read(session, &file, meta.len(), start, MAX_READ, max_chars);
+        if on_local_disk(&file) {
+            // The offset the next event reads from, committed or just read; then the descriptor.
+            self.offsets
+                .lock()
+                .unwrap()
+                .entry(session.to_string())
+                .or_insert(start);
+            self.watch(session, path, Some(file));
+        }
+        tail
+    }
+
+    /// Whether `session`'s next read of `path` needs no file opened, and so may run on an async
+    /// worker: a drainer looked at the path less than [`WATCH_FOR`] ago and found nothing to
+    /// read, or a regular file on a local file system that has grown by at most [`READ_HERE`]
+    /// since (one `fstat` of the open descriptor). `None`: a drainer reads it.
+    pub fn here(&self, session: &str, path: &str) -> Option<Here> {
+        let file = {
+            let w = self.watched.lock().unwrap();
+            let watch = w.get(session)?;
+            if watch.path != path || watch.seen.elapsed() >= self.watch_for.unwrap_or(WATCH_FOR) {
+                return None;
+            }
+            match &watch.file {
+                None => return Some(Here::Nothing),
+                Some(f) => f.clone(),
+            }
+        };
+        let start = *self.offsets.lock().unwrap().get(session)?;
+        let len = file.metadata().ok()?.len();
+        (len >= start && len - start <= READ_HERE).then_some(Here::Open(file))
+    }
+
+    /// Read `session`'s transcript through what [`Tailer::here`] gave: no file is opened, and at
+    /// most [`READ_HERE`] bytes are read (what grew beyond waits for the next event).
+    pub fn tail_here(&self, session: &str, here: &Here, max_chars: usize) -> Tail {
+        let Here::Open(file) = here else {
+            return Tail::default();
+        };
+        // `here` found the offset; a failed commit since forgot it: read again on a drainer.
+        let Some(start) = self.offsets.lock().unwrap().get(session).copied() else {
+            return Tail::default();
+        };
+        match file.metadata() {
+            Ok(meta) => self.read(session, file, meta.len(), start, READ_HERE, max_chars),
+            Err(_) => Tail::default(),
+        }
+    }
+
+    /// What `file` (`len` bytes long) holds from `start`, at most `max_read` bytes of it.
+    fn read(
+        &self,
+        session: &str,
+        file: &std::fs::File,
+        len: u64,
+        start: u64,
+        max_read: u64,
+        max_chars: usize,
+    ) -> Tail {
         // A transcript that shrank was replaced: start over from its beginning.
         let start = if len < start { 0 } else { start };
         if len == start {
@@ -85,11 +192,8 @@ impl Tailer {
                 offset: None,
             };
         }
-        let want = (len - start).min(MAX_READ);
-        if file.seek(SeekFrom::Start(start)).is_err() {
-            return Tail::default();
-        }
-        let Some(buf) = read_bounded(&mut file, want, READ_BUDGET) else {
+        let want = (len - start).min(max_read);
+        let Some(buf) = read_bounded(file, start, want, READ_BUDGET) else {
             return Tail::default();
         };
         let Some(last_nl) = buf.iter().rposition(|&b| b == b'\n') else {
@@ -109,6 +213,25 @@ impl Tailer {
         tail
     }
 
+    /// Remember what a drainer found at `session`'s transcript `path` (`None`: nothing to read).
+    fn watch(&self, session: &str, path: &str, file: Option<std::fs::File>) {
+        let mut w = self.watched.lock().unwrap();
+        // Sessions quiet for longer than the watch are forgotten with their descriptors.
+        let watch_for = self.watch_for.unwrap_or(WATCH_FOR);
+        w.retain(|_, v| v.seen.elapsed() < watch_for);
+        if w.len() >= WATCHED && !w.contains_key(session) {
+            w.clear();
+        }
+        w.insert(
+            session.to_string(),
+            Watch {
+                path: path.to_string(),
+                seen: Instant::now(),
+                file: file.map(Arc::new),
+            },
+        );
+    }
+
     fn advance(&self, session: &str, offset: u64) -> Tail {
         self.offsets
             .lock()
@@ -126,15 +249,17 @@ impl Tailer {
     }
 }
 
-/// Up to `want` bytes, in chunks, stopping early when `budget` is spent (what was read is kept:
-/// only its whole lines are used). `None` on a read error.
-fn read_bounded(file: &mut std::fs::File, want: u64, budget: Duration) -> Option<Vec<u8>> {
+/// Up to `want` bytes from `start`, in chunks, stopping early when `budget` is spent (what was
+/// read is kept: only its whole lines are used). `None` on a read error. Positioned reads, so
+/// one descriptor serves concurrent events of a session.
+fn read_bounded(file: &std::fs::File, start: u64, want: u64, budget: Duration) -> Option<Vec<u8>> {
+    use std::os::unix::fs::FileExt;
     let started = Instant::now();
     let mut buf = vec![0u8; want as usize];
     let mut got = 0;
     while got < buf.len() && started.elapsed() < budget {
         let end = (got + 256 * 1024).min(buf.len());
-        match file.read(&mut buf[got..end]) {
+        match file.read_at(&mut buf[got..end], start + got as u64) {
             Ok(0) => break,
             Ok(n) => got += n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
@@ -143,6 +268,45 @@ fn read_bounded(file: &mut std::fs::File, want: u64, budget: Duration) -> Option
     }
     buf.truncate(got);
     Some(buf)
+}
+
+/// Whether `file` is on a file system of this machine's own disks or memory, where `fstat` and
+/// a read of what was just appended wait for no network: ext4, XFS, Btrfs, F2FS, bcachefs, ZFS,
+/// tmpfs and overlayfs by `fstatfs`'s magic number on Linux, `MNT_LOCAL` on macOS. A network or
+/// FUSE file system (NFS, SMB, sshfs), or one not known here, is read on a drainer only.
+pub(crate) fn on_local_disk(file: &std::fs::File) -> bool {
+    use std::os::fd::AsRawFd;
+    // SAFETY: a zeroed statfs, filled by the kernel for a descriptor we own.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::fstatfs(file.as_raw_fd(), &mut st) } != 0 {
+        return false;
+    }
+    local_file_system(&st)
+}
+
+#[cfg(target_os = "linux")]
+fn local_file_system(st: &libc::statfs) -> bool {
+    const LOCAL: [u32; 8] = [
+        0xEF53,      // ext2/3/4
+        0x5846_5342, // XFS
+        0x9123_683E, // Btrfs
+        0xF2F5_2010, // F2FS
+        0xCA45_1A4E, // bcachefs
+        0x2FC1_2FC1, // ZFS
+        0x0102_1994, // tmpfs
+        0x794C_7630, // overlayfs
+    ];
+    LOCAL.contains(&(st.f_type as u32))
+}
+
+#[cfg(target_os = "macos")]
+fn local_file_system(st: &libc::statfs) -> bool {
+    st.f_flags & libc::MNT_LOCAL as u32 != 0
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "macos")))]
+fn local_file_system(_: &libc::statfs) -> bool {
+    false
 }
 
 /// A transcript path from a payload is used only if it is absolute, has no `..`, and names a
@@ -295,6 +459,109 @@ mod tests {
                 p.display()
             );
         }
+    }
+
+    fn thought_line(id: &str, text: &str) -> String {
+        format!(
+            "{{\"type\":\"assistant\",\"uuid\":\"u-{id}\",\"timestamp\":\"2026-08-20T09:14:07.630Z\",\"message\":{{\"id\":\"{id}\",\"content\":[{{\"type\":\"thinking\",\"thinking\":\"{text}\"}}]}}}}\n"
+        )
+    }
+
+    fn contents(t: &Tail) -> Vec<&str> {
+        t.thoughts.iter().map(|t| t.content.as_str()).collect()
+    }
+
+    /// After a drainer has opened a session's transcript, its next events read the growth
+    /// through that descriptor, opening nothing, until the watch ends, the growth is large, the
+    /// path differs or the offset was forgotten: then a drainer reads again.
+    #[test]
+    fn a_drainers_look_lets_the_next_events_read_here() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("s.jsonl");
+        let p = path.to_str().unwrap();
+        let mut f = std::fs::File::create(&path).unwrap();
+        f.write_all(thought_line("m1", "first").as_bytes()).unwrap();
+        assert!(
+            on_local_disk(&f),
+            "the test's temporary folder is on a local disk"
+        );
+        let t = Tailer::watching_for(Duration::from_secs(3600));
+        assert!(
+            t.here("s", p).is_none(),
+            "nothing is known before a drainer looks"
+        );
+        assert_eq!(contents(&t.tail("s", p, 100, || 0)), ["first"]);
+        let here = t.here("s", p).expect("the drainer's descriptor");
+        assert!(matches!(here, Here::Open(_)));
+        f.write_all(thought_line("m2", "second").as_bytes())
+            .unwrap();
+        let b = t.tail_here("s", &here, 100);
+        assert_eq!(contents(&b), ["second"]);
+        assert_eq!(b.offset, Some(std::fs::metadata(&path).unwrap().len()));
+        assert!(
+            t.tail_here("s", &here, 100).thoughts.is_empty(),
+            "nothing twice"
+        );
+        // Another path for the session, or another session: a drainer opens it.
+        assert!(t.here("s", "/elsewhere/s.jsonl").is_none());
+        assert!(t.here("other", p).is_none());
+        // More growth than a worker reads: a drainer reads it, and the watch goes on after.
+        let long = "x".repeat(READ_HERE as usize);
+        f.write_all(thought_line("m3", &long).as_bytes()).unwrap();
+        assert!(t.here("s", p).is_none());
+        assert_eq!(t.tail("s", p, 5, || 0).thoughts.len(), 1);
+        let here = t.here("s", p).expect("watched again");
+        // A failed commit forgets the offset: the database's is read again, on a drainer.
+        t.forget("s");
+        assert!(t.here("s", p).is_none());
+        assert_eq!(t.tail_here("s", &here, 100), Tail::default());
+        // The watch ends: a drainer looks again.
+        let brief = Tailer::watching_for(Duration::ZERO);
+        brief.tail("s", p, 100, || 0);
+        assert!(brief.here("s", p).is_none());
+    }
+
+    /// A missing transcript, or anything but a regular file, is nothing to read for the watch:
+    /// the worker reads nothing and opens nothing.
+    #[test]
+    fn nothing_to_read_is_remembered_for_the_watch() {
+        let tmp = tempfile::tempdir().unwrap();
+        let fifo = tmp.path().join("fifo.jsonl");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let missing = tmp.path().join("missing.jsonl");
+        let t = Tailer::watching_for(Duration::from_secs(3600));
+        for p in [&fifo, &missing] {
+            let p = p.to_str().unwrap();
+            assert_eq!(t.tail("s", p, 100, || 0), Tail::default());
+            let here = t.here("s", p).expect("remembered");
+            assert!(matches!(here, Here::Nothing), "{p}");
+            assert_eq!(t.tail_here("s", &here, 100), Tail::default());
+        }
+        // The file appears: the worker still reads nothing until the watch ends, then a drainer
+        // finds it.
+        std::fs::write(&missing, thought_line("m1", "late")).unwrap();
+        let m = missing.to_str().unwrap();
+        let here = t.here("s", m).expect("still watched");
+        assert_eq!(t.tail_here("s", &here, 100), Tail::default());
+        let brief = Tailer::watching_for(Duration::ZERO);
+        assert_eq!(contents(&brief.tail("s", m, 100, || 0)), ["late"]);
+    }
+
+    /// However many sessions name transcripts, at most [`WATCHED`] are remembered (each may hold
+    /// a descriptor).
+    #[test]
+    fn the_watched_sessions_are_bounded() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("s.jsonl");
+        std::fs::write(&path, thought_line("m1", "one")).unwrap();
+        let p = path.to_str().unwrap();
+        let t = Tailer::watching_for(Duration::from_secs(3600));
+        for i in 0..WATCHED * 3 {
+            t.tail(&format!("s{i}"), p, 100, || 0);
+            assert!(t.watched.lock().unwrap().len() <= WATCHED);
+        }
+        assert!(t.here(&format!("s{}", WATCHED * 3 - 1), p).is_some());
     }
 
     proptest::proptest! {

@@ -94,6 +94,59 @@ fn only_events_that_read_nothing_from_disk_stay_on_the_worker() {
     assert!(free(&ing, cc, &serde_json::json!([1, 2])));
 }
 
+/// An event naming a transcript a drainer has just read is prepared on the worker, reading the
+/// transcript's growth through the drainer's descriptor, and gives what a drainer gives.
+#[test]
+fn a_transcript_a_drainer_just_read_is_read_on_the_worker_as_on_a_drainer() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("s-route.jsonl");
+    let thought = |id: &str, text: &str| {
+        format!(
+            "{{\"type\":\"assistant\",\"sessionId\":\"s-route\",\"uuid\":\"u-{id}\",\"timestamp\":\"2026-08-20T09:14:07.630Z\",\"message\":{{\"id\":\"{id}\",\"content\":[{{\"type\":\"thinking\",\"thinking\":\"{text}\"}}]}}}}\n"
+        )
+    };
+    std::fs::write(&path, thought("m1", "the billing test fails on rounding")).unwrap();
+    let cwd = "/home/dev/projects/billing";
+    let payload = bash("PostToolUse", cwd, Some(path.to_str().unwrap()));
+    let r = raw(Harness::ClaudeCode, &payload);
+    let watching = || {
+        let mut ing = ingest();
+        ing.tailer = reasoning::Tailer::watching_for(std::time::Duration::from_secs(3600));
+        ing.projects.resolve(cwd);
+        ing
+    };
+    let (here, drainer) = (watching(), watching());
+    let parsed = here.parse(&r).unwrap();
+    assert!(
+        here.disk_free(&r, &parsed).is_none(),
+        "nobody has read it yet"
+    );
+    for ing in [&here, &drainer] {
+        let first = ing.prepare(&r).unwrap().unwrap();
+        assert_eq!(first.thoughts.len(), 1);
+    }
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .unwrap();
+    std::io::Write::write_all(&mut f, thought("m2", "round half to even").as_bytes()).unwrap();
+    let free = here.disk_free(&r, &parsed).expect("read on the worker");
+    let on_worker = here
+        .prepare_parsed(&r, &parsed, Some(free))
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        on_worker
+            .thoughts
+            .iter()
+            .map(|t| t.content.as_str())
+            .collect::<Vec<_>>(),
+        ["round half to even"]
+    );
+    let on_drainer = drainer.prepare(&r).unwrap().unwrap();
+    assert_eq!(format!("{on_worker:?}"), format!("{on_drainer:?}"));
+}
+
 /// Both ways of preparing `payload`, each on a fresh `Ingest` (plans and private turns are
 /// per instance) with the project cached: `None` when it would go to a drainer.
 fn both_ways(harness: Harness, payload: &[u8]) -> Option<(String, String)> {
