@@ -913,27 +913,35 @@ const CANDIDATE_MIN: usize = 20;
 /// [`CANDIDATE_MIN`] token bytes with up to two `=` after it, exactly what the regex
 /// `[A-Za-z0-9+/_\-]{20,}={0,2}` finds (a property test holds them equal). A byte loop instead
 /// of that regex: it screens every string of every event, and the regex's DFA was about a
-/// quarter of the payload's redaction screen (ARCHITECTURE.md, "The hook at the floor").
+/// quarter of the payload's redaction screen (ARCHITECTURE.md, "The hook at the floor"). It
+/// skips as a string search does: a run of [`CANDIDATE_MIN`] bytes from `i` on must cover the
+/// byte [`CANDIDATE_MIN`] − 1 ahead, so it looks there first and, from there back, for the last
+/// byte that ends every run before it; ordinary text (words far shorter than a candidate) is
+/// read a few bytes in twenty.
 fn entropy_candidates(s: &str) -> impl Iterator<Item = std::ops::Range<usize>> + '_ {
     let b = s.as_bytes();
+    let token = |c: u8| TOKEN_BYTE[c as usize];
+    // Always: `i` is 0 or `b[i - 1]` is no token byte, so a run that covers `i` starts there.
     let mut i = 0;
     std::iter::from_fn(move || {
-        while i < b.len() {
-            if !TOKEN_BYTE[b[i] as usize] {
-                i += 1;
+        while i + CANDIDATE_MIN <= b.len() {
+            // The last byte in `i..i + CANDIDATE_MIN` that is no token byte, if any: no run
+            // starting at or before it reaches `CANDIDATE_MIN` bytes within the window.
+            if let Some(j) = (i..i + CANDIDATE_MIN).rev().find(|&j| !token(b[j])) {
+                i = j + 1;
                 continue;
             }
+            // `CANDIDATE_MIN` token bytes from `i`, where a run starts: a candidate.
             let start = i;
-            while i < b.len() && TOKEN_BYTE[b[i] as usize] {
+            i += CANDIDATE_MIN;
+            while i < b.len() && token(b[i]) {
                 i += 1;
             }
-            if i - start >= CANDIDATE_MIN {
-                let run_end = i;
-                while i < b.len() && i - run_end < 2 && b[i] == b'=' {
-                    i += 1;
-                }
-                return Some(start..i);
+            let run_end = i;
+            while i < b.len() && i - run_end < 2 && b[i] == b'=' {
+                i += 1;
             }
+            return Some(start..i);
         }
         None
     })

@@ -438,32 +438,39 @@ fn cpus_to_spare() -> bool {
 /// One system call either way.
 fn wait_readable(stream: &UnixStream, timeout: Duration) -> io::Result<()> {
     use std::os::fd::AsRawFd;
+    let deadline = Instant::now() + timeout;
     let mut fd = libc::pollfd {
         fd: stream.as_raw_fd(),
         events: libc::POLLIN,
         revents: 0,
     };
-    let ms = timeout.as_millis().clamp(1, i32::MAX as u128) as i32;
     loop {
+        // Rounded up: never given up while time is left.
+        let left = deadline.saturating_duration_since(Instant::now());
+        let ms = left.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32;
         // SAFETY: one valid pollfd we own, for the duration of the call.
         match unsafe { libc::poll(&mut fd, 1, ms) } {
-            0 => {
+            n if n > 0 => return Ok(()),
+            0 if Instant::now() >= deadline => {
                 return Err(io::Error::new(
                     io::ErrorKind::TimedOut,
                     "nmemd did not answer in time",
                 ))
             }
-            n if n > 0 => return Ok(()),
+            0 => {}
             _ => {
                 let e = io::Error::last_os_error();
                 if e.kind() != io::ErrorKind::Interrupted {
                     return Err(e);
                 }
+                // Interrupted: wait again for what is left.
             }
         }
     }
 }
 
+/// A read after [`wait_readable`] said the socket is readable: it does not block. `WouldBlock`
+/// (a read timeout some caller set) still reads as the daemon being slow.
 fn read_some(stream: &mut UnixStream, buf: &mut [u8]) -> io::Result<usize> {
     loop {
         match stream.read(buf) {

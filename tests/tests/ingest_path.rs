@@ -283,7 +283,9 @@ fn a_lone_hook_is_committed_on_its_requests_own_thread() {
 fn a_growing_transcript_is_read_with_each_hook() {
     use std::io::Write;
     let home = Home::new("grow");
-    let _daemon = home.start();
+    let _daemon = home.start_with(|c| {
+        c.env("NMEM_TRACE_INGEST", "1");
+    });
     let session = "5b0c1e9a-2f47-4d3b-a8e6-91c4d7f02b35";
     let path = home.dir.join(format!("{session}.jsonl"));
     let mut transcript = std::fs::File::create(&path).unwrap();
@@ -338,4 +340,28 @@ fn a_growing_transcript_is_read_with_each_hook() {
         );
     }
     assert_eq!(home.spooled_events(), 0, "a hook spooled its event");
+    // Hooks that follow a read of the transcript within its watch are prepared where they
+    // arrive (`prepared`, a mark only that route sets); the eight hooks take milliseconds.
+    let traced = || {
+        std::fs::read_dir(&home.dir)
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_name().to_string_lossy().starts_with("nmemd-"))
+            .map(|e| std::fs::read_to_string(e.path()).unwrap())
+            .collect::<String>()
+            .lines()
+            .filter(|l| l.contains("nmem::trace: event "))
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    nmem_e2e::wait_until(
+        "the trace line of every hook",
+        Duration::from_secs(30),
+        || traced().len() >= steps,
+    );
+    let lines = traced();
+    assert!(
+        lines.iter().any(|l| l.contains(" prepared=")),
+        "no hook naming the transcript was prepared on its worker: {lines:#?}"
+    );
 }

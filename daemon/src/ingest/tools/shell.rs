@@ -165,13 +165,12 @@ const ERROR_LINES: usize = 4;
 /// (`> tsc`, `> pkg@1.0 build`), truncation markers, warnings (`warnings.warn(`, `npm WARN`,
 /// `DeprecationWarning`, git's CRLF notices).
 fn is_noise(l: &str) -> bool {
-    let lower = l.to_lowercase();
-    l.is_empty()
-        || l.starts_with("> ")
-        || l == ">"
-        || is_progress(l)
-        || is_truncation_marker(l)
-        || lower.starts_with("warning")
+    if l.is_empty() || l.starts_with("> ") || l == ">" || is_progress(l) || is_truncation_marker(l)
+    {
+        return true;
+    }
+    let lower = ascii_lower(l);
+    lower.starts_with("warning")
         || lower.starts_with("npm warn")
         || lower.starts_with("warn ")
         || lower.contains("warnings.warn(")
@@ -183,11 +182,22 @@ fn is_noise(l: &str) -> bool {
         || lower.contains("will be replaced by lf")
 }
 
+/// `l` lowercased for the ASCII patterns of [`is_noise`] and [`is_truncation_marker`]: ASCII
+/// letters only, which gives those patterns the answers full Unicode lowercasing gives (the one
+/// letter that lowercases into ASCII is the Kelvin sign, into a `k` no pattern has; `İ` becomes
+/// an `i` and a combining dot, and no pattern has an `i` before anything but a letter), without
+/// its table lookups on every line of every command's output.
+fn ascii_lower(l: &str) -> String {
+    l.to_ascii_lowercase()
+}
+
 /// `... [1010 lines truncated] ...`, `[truncated]`, `… [N chars elided] …`.
 fn is_truncation_marker(l: &str) -> bool {
-    let lower = l.to_lowercase();
-    (lower.contains("truncated") || lower.contains("elided") || lower.contains("omitted"))
-        && (l.starts_with("...") || l.starts_with('…') || l.starts_with('['))
+    if !(l.starts_with("...") || l.starts_with('…') || l.starts_with('[')) {
+        return false;
+    }
+    let lower = ascii_lower(l);
+    lower.contains("truncated") || lower.contains("elided") || lower.contains("omitted")
 }
 
 /// A progress bar or spinner: mostly bar characters, or a percentage with a bar.
@@ -459,6 +469,39 @@ fn git_push_meta(stdout: &str, stderr: &str, meta: &mut Map<String, Value>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Lowercasing ASCII only gives the noise and truncation checks the answers full
+        /// lowercasing gave, whatever the letters around the patterns.
+        #[test]
+        fn noise_is_what_full_lowercasing_said(
+            l in "(warning|WARNING|Warn |npm WARN|warnings\\.warn\\(|Warning: |DeprecationWarning|USERWARNING|FutureWarning|will be replaced by (CRLF|LF)|TRUNCATED|Elided|omitted|\\.\\.\\.|…|\\[|> |\u{212A}|\u{130}|\u{17F}|\u{C9}|[a-zA-Z :\\]])*"
+        ) {
+            let lower = l.to_lowercase();
+            let truncation = (lower.contains("truncated")
+                || lower.contains("elided")
+                || lower.contains("omitted"))
+                && (l.starts_with("...") || l.starts_with('…') || l.starts_with('['));
+            let noise = l.is_empty()
+                || l.starts_with("> ")
+                || l == ">"
+                || is_progress(&l)
+                || truncation
+                || lower.starts_with("warning")
+                || lower.starts_with("npm warn")
+                || lower.starts_with("warn ")
+                || lower.contains("warnings.warn(")
+                || lower.contains("warning: ")
+                || lower.contains("deprecationwarning")
+                || lower.contains("userwarning")
+                || lower.contains("futurewarning")
+                || lower.contains("will be replaced by crlf")
+                || lower.contains("will be replaced by lf");
+            prop_assert_eq!(is_truncation_marker(&l), truncation, "{:?}", l);
+            prop_assert_eq!(is_noise(&l), noise, "{:?}", l);
+        }
+    }
 
     #[test]
     fn classifies_git_and_github() {
