@@ -225,6 +225,20 @@ fn concurrent_hooks_are_each_stored_and_acknowledged() {
     assert!(status.commits >= 1 && status.commits <= status.events_written);
 }
 
+/// The ingest trace's line of each event (`NMEM_TRACE_INGEST=1`), from the daemon's logs.
+fn traced_events(home: &Home) -> Vec<String> {
+    std::fs::read_dir(&home.dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with("nmemd-"))
+        .map(|e| std::fs::read_to_string(e.path()).unwrap())
+        .collect::<String>()
+        .lines()
+        .filter(|l| l.contains("nmem::trace: event "))
+        .map(str::to_string)
+        .collect()
+}
+
 /// A lone hook's event is prepared, committed and answered on its request's own thread
 /// (`Writer::lead`): with the ingest trace on, its line says `led`, and its row is stored by the
 /// time the hook returns (still acknowledged after its commit). Hooks one after another are each
@@ -248,26 +262,12 @@ fn a_lone_hook_is_committed_on_its_requests_own_thread() {
         );
     }
     assert_eq!(home.spooled_events(), 0, "a hook spooled its event");
-    let trace = || {
-        std::fs::read_dir(&home.dir)
-            .unwrap()
-            .filter_map(|e| e.ok())
-            .filter(|e| e.file_name().to_string_lossy().starts_with("nmemd-"))
-            .map(|e| std::fs::read_to_string(e.path()).unwrap())
-            .collect::<String>()
-    };
-    let events = |log: &str| {
-        log.lines()
-            .filter(|l| l.contains("nmem::trace: event "))
-            .map(str::to_string)
-            .collect::<Vec<_>>()
-    };
     nmem_e2e::wait_until(
         "the trace line of every hook",
         Duration::from_secs(30),
-        || events(&trace()).len() >= hooks,
+        || traced_events(&home).len() >= hooks,
     );
-    let lines = events(&trace());
+    let lines = traced_events(&home);
     assert!(
         lines.iter().any(|l| l.contains(" led=")),
         "no hook was committed on its request's thread: {lines:#?}"
@@ -342,24 +342,12 @@ fn a_growing_transcript_is_read_with_each_hook() {
     assert_eq!(home.spooled_events(), 0, "a hook spooled its event");
     // Hooks that follow a read of the transcript within its watch are prepared where they
     // arrive (`prepared`, a mark only that route sets); the eight hooks take milliseconds.
-    let traced = || {
-        std::fs::read_dir(&home.dir)
-            .unwrap()
-            .filter_map(|e| e.ok())
-            .filter(|e| e.file_name().to_string_lossy().starts_with("nmemd-"))
-            .map(|e| std::fs::read_to_string(e.path()).unwrap())
-            .collect::<String>()
-            .lines()
-            .filter(|l| l.contains("nmem::trace: event "))
-            .map(str::to_string)
-            .collect::<Vec<_>>()
-    };
     nmem_e2e::wait_until(
         "the trace line of every hook",
         Duration::from_secs(30),
-        || traced().len() >= steps,
+        || traced_events(&home).len() >= steps,
     );
-    let lines = traced();
+    let lines = traced_events(&home);
     assert!(
         lines.iter().any(|l| l.contains(" prepared=")),
         "no hook naming the transcript was prepared on its worker: {lines:#?}"
