@@ -163,13 +163,17 @@ const ERROR_LINES: usize = 4;
 
 /// Lines that say nothing about the result: blank, progress bars, echoed script banners
 /// (`> tsc`, `> pkg@1.0 build`), truncation markers, warnings (`warnings.warn(`, `npm WARN`,
-/// `DeprecationWarning`, git's CRLF notices).
+/// `DeprecationWarning`, git's CRLF notices). Its patterns and [`is_truncation_marker`]'s are
+/// matched in an ASCII-lowercased copy, which gives them the answers full Unicode lowercasing
+/// gives (the one letter that lowercases into ASCII is the Kelvin sign, into a `k` no pattern
+/// has; `İ` becomes an `i` and a combining dot, and no pattern has an `i` before anything but a
+/// letter), without its table lookups on every line of every command's output.
 fn is_noise(l: &str) -> bool {
     if l.is_empty() || l.starts_with("> ") || l == ">" || is_progress(l) || is_truncation_marker(l)
     {
         return true;
     }
-    let lower = ascii_lower(l);
+    let lower = l.to_ascii_lowercase();
     lower.starts_with("warning")
         || lower.starts_with("npm warn")
         || lower.starts_with("warn ")
@@ -182,21 +186,12 @@ fn is_noise(l: &str) -> bool {
         || lower.contains("will be replaced by lf")
 }
 
-/// `l` lowercased for the ASCII patterns of [`is_noise`] and [`is_truncation_marker`]: ASCII
-/// letters only, which gives those patterns the answers full Unicode lowercasing gives (the one
-/// letter that lowercases into ASCII is the Kelvin sign, into a `k` no pattern has; `İ` becomes
-/// an `i` and a combining dot, and no pattern has an `i` before anything but a letter), without
-/// its table lookups on every line of every command's output.
-fn ascii_lower(l: &str) -> String {
-    l.to_ascii_lowercase()
-}
-
 /// `... [1010 lines truncated] ...`, `[truncated]`, `… [N chars elided] …`.
 fn is_truncation_marker(l: &str) -> bool {
     if !(l.starts_with("...") || l.starts_with('…') || l.starts_with('[')) {
         return false;
     }
-    let lower = ascii_lower(l);
+    let lower = l.to_ascii_lowercase();
     lower.contains("truncated") || lower.contains("elided") || lower.contains("omitted")
 }
 
